@@ -1,0 +1,117 @@
+"""Fray: run ML jobs and actors on a laptop, a Ray cluster or an Iris cluster.
+
+    from fray import Entrypoint, JobRequest, ResourceConfig, current_client, wait_all
+
+    client = current_client()            # local unless FRAY_CLIENT_SPEC or a cluster says otherwise
+    job = client.submit(JobRequest(name="hello", entrypoint=Entrypoint.from_callable(print, ["hi"])))
+    wait_all([job])
+
+``import fray`` stays light: backends (and ray, jax, iris, fsspec) load only when used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fray._actor import ActorContext, current_actor
+from fray._client import (
+    ClientSpec,
+    client_from_spec,
+    current_client,
+    parse_client_spec,
+    register_backend,
+    set_current_client,
+)
+from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod, Client, JobHandle
+from fray._types import (
+    ActorConfig,
+    CpuConfig,
+    DeviceConfig,
+    Entrypoint,
+    EnvironmentConfig,
+    GpuConfig,
+    JobInfo,
+    JobRequest,
+    JobStatus,
+    ResourceConfig,
+    TpuConfig,
+    create_environment,
+    parse_memory,
+)
+from fray._wait import wait_all
+from fray.errors import (
+    ActorDiedError,
+    ActorError,
+    BackendUnavailableError,
+    FrayError,
+    InvalidRequestError,
+    JobAlreadyExists,
+    JobAlreadyExistsError,
+    JobFailed,
+    JobFailedError,
+    JobNotFoundError,
+    JobTimeoutError,
+)
+
+if TYPE_CHECKING:
+    from fray._local import LocalClient, current_job_id, task_index
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorConfig",
+    "ActorContext",
+    "ActorDiedError",
+    "ActorError",
+    "ActorFuture",
+    "ActorGroup",
+    "ActorHandle",
+    "ActorMethod",
+    "BackendUnavailableError",
+    "Client",
+    "ClientSpec",
+    "CpuConfig",
+    "DeviceConfig",
+    "Entrypoint",
+    "EnvironmentConfig",
+    "FrayError",
+    "GpuConfig",
+    "InvalidRequestError",
+    "JobAlreadyExists",
+    "JobAlreadyExistsError",
+    "JobFailed",
+    "JobFailedError",
+    "JobHandle",
+    "JobInfo",
+    "JobNotFoundError",
+    "JobRequest",
+    "JobStatus",
+    "JobTimeoutError",
+    "LocalClient",
+    "ResourceConfig",
+    "TpuConfig",
+    "client_from_spec",
+    "create_environment",
+    "current_actor",
+    "current_client",
+    "current_job_id",
+    "parse_client_spec",
+    "parse_memory",
+    "register_backend",
+    "set_current_client",
+    "task_index",
+    "wait_all",
+]
+
+_LAZY = {"LocalClient": "fray._local", "current_job_id": "fray._local", "task_index": "fray._local"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fray' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

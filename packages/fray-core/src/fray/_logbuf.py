@@ -1,0 +1,180 @@
+"""Line buffers for job output, and routing of thread jobs' ``print`` into them."""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+__all__ = ["LogBuffer", "capture_into", "merge_logs"]
+
+
+class LogBuffer:
+    """An append-only list of timestamped lines that can be read while it grows.
+
+    Partial writes are joined until a newline; :meth:`close` keeps a last line that has no
+    newline, so nothing a job printed is lost.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._partial = ""
+        self._cond = threading.Condition()
+        self.closed = False
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        with self._cond:
+            text = self._partial + text
+            *complete, self._partial = text.split("\n")
+            if complete:
+                now = time.time()
+                self.lines.extend((now, line) for line in complete)
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            if self._partial:
+                self.lines.append((time.time(), self._partial))
+                self._partial = ""
+            self.closed = True
+            self._cond.notify_all()
+
+    def reopen(self) -> None:
+        with self._cond:
+            self.closed = False
+
+    def wait_for_more(self, count: int, timeout: float) -> None:
+        """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
+        with self._cond:
+            if len(self.lines) <= count and not self.closed:
+                self._cond.wait(timeout)
+
+    def follow(self, start: int = 0) -> Iterator[str]:
+        """Yields lines from ``start`` on, waiting for new ones until the buffer is closed."""
+        index = start
+        while True:
+            with self._cond:
+                while index >= len(self.lines) and not self.closed:
+                    self._cond.wait(0.5)
+                batch = self.lines[index:]
+                closed = self.closed
+            for _ts, line in batch:
+                yield line
+            index += len(batch)
+            if closed and index >= len(self.lines):
+                return
+
+
+def merge_logs(buffers: list[tuple[str | None, LogBuffer]]) -> list[str]:
+    """Interleaves several buffers by time; lines of named buffers get ``[name] `` first."""
+    merged: list[tuple[float, int, int, str]] = []
+    for order, (name, buf) in enumerate(buffers):
+        prefix = f"[{name}] " if name else ""
+        merged.extend((ts, order, i, prefix + line) for i, (ts, line) in enumerate(list(buf.lines)))
+    merged.sort()
+    return [line for *_rest, line in merged]
+
+
+def follow_many(
+    buffers: Callable[[], list[tuple[str | None, LogBuffer]]], finished: Callable[[], bool]
+) -> Iterator[str]:
+    """Follows a changing set of buffers, yielding new lines in time order until
+    ``finished()`` holds and everything has been yielded."""
+    seen: dict[int, int] = {}
+    while True:
+        done = finished()
+        current = buffers()
+        fresh: list[tuple[float, int, str]] = []
+        for order, (name, buf) in enumerate(current):
+            start = seen.get(id(buf), 0)
+            lines = buf.lines[start:]
+            seen[id(buf)] = start + len(lines)
+            prefix = f"[{name}] " if name else ""
+            fresh.extend((ts, order, prefix + line) for ts, line in lines)
+        fresh.sort()
+        for *_rest, line in fresh:
+            yield line
+        if done and not fresh:
+            return
+        if not fresh:
+            current[0][1].wait_for_more(seen[id(current[0][1])], 0.2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing print() of thread jobs
+
+_route = threading.local()
+
+
+class _Router(io.TextIOBase):
+    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer."""
+
+    def __init__(self, target: TextIO) -> None:
+        self._target = target
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        sink: tuple[LogBuffer, bool] | None = getattr(_route, "sink", None)
+        if sink is None:
+            return self._target.write(text)
+        sink[0].write(text)
+        if sink[1]:
+            self._target.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def isatty(self) -> bool:
+        return self._target.isatty()
+
+    def fileno(self) -> int:
+        return self._target.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._target, "encoding", "utf-8")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+_install_lock = threading.Lock()
+
+
+def _ensure_routers() -> None:
+    if isinstance(sys.stdout, _Router) and isinstance(sys.stderr, _Router):
+        return
+    with _install_lock:
+        if not isinstance(sys.stdout, _Router) and sys.stdout is not None:
+            sys.stdout = _Router(sys.stdout)
+        if not isinstance(sys.stderr, _Router) and sys.stderr is not None:
+            sys.stderr = _Router(sys.stderr)
+
+
+class capture_into:
+    """Context manager: in this thread, route ``print`` output into ``buffer``."""
+
+    def __init__(self, buffer: LogBuffer, echo: bool) -> None:
+        self._sink = (buffer, echo)
+        self._previous: Any = None
+
+    def __enter__(self) -> None:
+        _ensure_routers()
+        self._previous = getattr(_route, "sink", None)
+        _route.sink = self._sink
+
+    def __exit__(self, *exc: object) -> None:
+        _route.sink = self._previous
+
+
+def echo_stream() -> TextIO:
+    """Where job output is echoed: the real stdout beneath any router."""
+    out = sys.stdout
+    while isinstance(out, _Router):
+        out = out._target  # pyright: ignore[reportPrivateUsage]
+    return out

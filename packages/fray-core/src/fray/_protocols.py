@@ -1,0 +1,215 @@
+"""The contracts user code types against. Backends need not inherit from these; the
+conformance suite in ``fray_testing.conformance`` is what checks their behaviour."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
+
+__all__ = ["ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@runtime_checkable
+class JobHandle(Protocol):
+    """A submitted job."""
+
+    @property
+    def job_id(self) -> str:
+        """The job's id; hierarchical (``parent/child``) for jobs submitted from a job."""
+        ...
+
+    def status(self) -> JobStatus:
+        """The job's current status."""
+        ...
+
+    def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
+        """Blocks until the job is finished and returns its final status.
+
+        Raises:
+            JobFailedError: The job FAILED and ``raise_on_failure`` is set (the user's
+                exception is chained as ``__cause__`` where known). STOPPED is returned.
+            JobTimeoutError: ``timeout`` seconds passed first; the job keeps running.
+        """
+        ...
+
+    def terminate(self) -> None:
+        """Stops the job and its children; returns once they are STOPPED."""
+        ...
+
+    def logs(self, *, follow: bool = False, include_children: bool = False) -> Iterator[str]:
+        """The job's output lines (stdout and stderr), without trailing newlines.
+
+        Args:
+            follow: Keep yielding new lines until the job finishes.
+            include_children: Interleave the lines of child jobs, each prefixed with
+                ``[child-id]``.
+        """
+        ...
+
+    def info(self) -> JobInfo:
+        """Attempts, preemptions, failures, error text, parent and children."""
+        ...
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The callable's return value (a list, one per replica, when ``replicas > 1``).
+
+        Raises:
+            JobFailedError: The job did not succeed, or it runs a command (no value).
+            JobTimeoutError: ``timeout`` seconds passed first.
+        """
+        ...
+
+
+@runtime_checkable
+class ActorFuture(Protocol[T_co]):
+    """The pending result of an actor call."""
+
+    def result(self, timeout: float | None = None) -> T_co:
+        """The call's return value; re-raises the method's own exception.
+
+        Raises:
+            JobTimeoutError: ``timeout`` seconds passed first.
+            ActorDiedError: The actor died before answering.
+        """
+        ...
+
+    def done(self) -> bool:
+        """Whether the call has finished."""
+        ...
+
+
+class ActorMethod(Protocol[T_co]):
+    """A method of a remote actor."""
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorFuture[T_co]:
+        """Starts the call and returns at once."""
+        ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> T_co:
+        """Calls and waits for the result."""
+        ...
+
+
+@runtime_checkable
+class ActorHandle(Protocol):
+    """A reference to one actor; picklable, so it can be passed to jobs and other actors.
+
+    Attribute access gives an :class:`ActorMethod`: ``handle.step.remote(x)`` or
+    ``handle.step(x)``.
+    """
+
+    @property
+    def name(self) -> str:
+        """The actor's name (``{group}-{index}``)."""
+        ...
+
+    def __getattr__(self, method: str) -> ActorMethod[Any]: ...
+
+
+@runtime_checkable
+class ActorGroup(Protocol):
+    """``count`` actors of one class, created together."""
+
+    @property
+    def ready_count(self) -> int:
+        """Actors ready to take calls now."""
+        ...
+
+    def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
+        """Blocks until ``count`` actors (all when ``None``) are ready; returns their handles.
+
+        Raises:
+            ActorError: Too many actors failed to start for ``count`` to be reached.
+            JobTimeoutError: ``timeout`` seconds passed first.
+        """
+        ...
+
+    def discover_new(self) -> list[Any]:
+        """Handles of ready actors not returned by an earlier call."""
+        ...
+
+    def statuses(self) -> list[JobStatus]:
+        """One status per actor: PENDING, RUNNING, FAILED or STOPPED."""
+        ...
+
+    def is_done(self) -> bool:
+        """Whether every actor of the group has permanently stopped."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stops every actor of the group; none is left behind."""
+        ...
+
+
+@runtime_checkable
+class Client(Protocol):
+    """Submits jobs and creates actors on one backend. Clients are context managers."""
+
+    scheme: str
+
+    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> JobHandle:
+        """Starts a job.
+
+        Args:
+            request: What to run.
+            adopt_existing: On backends where job names are unique, return the running job
+                of that name instead of raising :class:`JobAlreadyExistsError`.
+        """
+        ...
+
+    def create_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Creates one actor and returns its handle once it is ready."""
+        ...
+
+    def create_actor_group(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        count: int,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> ActorGroup:
+        """Creates ``count`` actors named ``{name}-{i}``; returns without waiting."""
+        ...
+
+    def list_jobs(self) -> list[JobInfo]:
+        """Every job this client knows of, oldest first."""
+        ...
+
+    def get_job(self, job_id: str) -> JobHandle:
+        """A handle to an existing job.
+
+        Raises:
+            JobNotFoundError: No such job.
+        """
+        ...
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stops everything this client started and releases its resources."""
+        ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+

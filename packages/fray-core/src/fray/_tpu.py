@@ -1,0 +1,337 @@
+"""Cloud TPU slice types: sizes, VM layout, memory and default environment.
+
+This module is the single source of truth for the TPU slice types Fray knows how to
+schedule. It uses only the standard library and does no work at import time beyond
+building a small table, so any part of Fray may import it cheaply.
+
+Slice names have the form ``<generation>-<suffix>``, for example ``v4-8`` or
+``v5litepod-16``. What the numeric suffix counts depends on the generation:
+
+* ``v4`` and ``v5p``: the suffix counts TensorCores, and each chip has two, so
+  ``v4-8`` has 4 chips and ``v5p-128`` has 64 chips.
+* ``v5litepod`` and ``v6e``: the suffix counts chips, so ``v5litepod-16`` has 16
+  chips and ``v6e-8`` has 8 chips.
+
+``v5e-N`` is accepted as another spelling of ``v5litepod-N``; names are matched
+case-insensitively and surrounding whitespace is ignored. Lookups always return the
+canonical name.
+
+Each slice is a set of VMs (the machines a job's processes run on). Scheduling works
+in terms of :attr:`TpuTopology.vm_count` (VMs per slice, i.e. one worker per VM) and
+:attr:`TpuTopology.chips_per_vm` (TPU chips each worker sees). Some slice sizes place
+two VMs on one physical host, so :attr:`TpuTopology.host_count` may be smaller than
+``vm_count``; it is informational only and never used for placement.
+
+Example:
+    >>> topo = get_tpu_topology("V5E-16")
+    >>> topo.name, topo.chip_count, topo.vm_count, topo.chips_per_vm
+    ('v5litepod-16', 16, 4, 4)
+    >>> slices_for_replicas("v5litepod-16", 8)
+    2
+"""
+
+# Import cost matters here: no ``from __future__`` import, no regular expressions, and
+# ``difflib`` is imported only when an unknown name needs suggestions.
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = [
+    "TPU_TOPOLOGIES",
+    "TpuTopology",
+    "UnknownTpuTypeError",
+    "canonical_tpu_name",
+    "get_tpu_topology",
+    "slices_for_replicas",
+    "tpu_generations",
+]
+
+# High-bandwidth memory per chip, in GiB, by generation. The key order is the
+# order generations are listed in everywhere else in this module.
+_HBM_PER_CHIP_GIB: dict[str, int] = {"v4": 32, "v5litepod": 16, "v5p": 95, "v6e": 32}
+
+# XLA flag raising the scoped VMEM limit; needed for good performance on these generations.
+_LIBTPU_INIT_ARGS: dict[str, str] = {
+    "v5litepod": "--xla_tpu_scoped_vmem_limit_kib=50000",
+    "v5p": "--xla_tpu_scoped_vmem_limit_kib=50000",
+    "v6e": "--xla_tpu_scoped_vmem_limit_kib=98304",
+}
+
+# Alternative spellings of a generation prefix, mapped to the canonical prefix.
+_GENERATION_ALIASES: dict[str, str] = {"v5e": "v5litepod"}
+
+
+@dataclass(frozen=True, slots=True)
+class TpuTopology:
+    """Shape of one TPU slice type.
+
+    Attributes:
+        name: Canonical slice type name, e.g. ``"v5litepod-16"``.
+        generation: TPU generation: ``"v4"``, ``"v5litepod"``, ``"v5p"`` or ``"v6e"``.
+        chip_count: TPU chips in one slice.
+        host_count: Physical hosts in one slice. Informational; scheduling uses
+            ``vm_count``.
+        vm_count: VMs (workers) in one slice.
+        chips_per_vm: TPU chips attached to each VM.
+        hbm_per_chip_gib: High-bandwidth memory per chip, in GiB.
+    """
+
+    name: str
+    generation: str
+    chip_count: int
+    host_count: int
+    vm_count: int
+    chips_per_vm: int
+    hbm_per_chip_gib: int
+
+    @property
+    def hbm_total_gib(self) -> int:
+        """Total high-bandwidth memory across the whole slice, in GiB."""
+        return self.chip_count * self.hbm_per_chip_gib
+
+    @property
+    def is_multi_vm(self) -> bool:
+        """Whether a slice spans more than one VM (and so needs one worker per VM)."""
+        return self.vm_count > 1
+
+    def default_env_vars(self) -> dict[str, str]:
+        """Environment variables a job on this slice type should get unless the user set them.
+
+        ``JAX_PLATFORMS`` is set to the empty string, which lets JAX pick the TPU
+        backend itself. ``v5litepod``, ``v5p`` and ``v6e`` also get a
+        ``LIBTPU_INIT_ARGS`` value raising XLA's scoped VMEM limit; ``v4`` gets none.
+
+        Returns:
+            A new dict that the caller may modify.
+        """
+        env = {"JAX_PLATFORMS": ""}
+        libtpu_args = _LIBTPU_INIT_ARGS.get(self.generation)
+        if libtpu_args is not None:
+            env["LIBTPU_INIT_ARGS"] = libtpu_args
+        return env
+
+
+def _build_table() -> dict[str, TpuTopology]:
+    """Builds every known slice type, ordered by generation and then size."""
+    table: dict[str, TpuTopology] = {}
+
+    def add(generation: str, suffix: int, chips: int, hosts: int, vms: int) -> None:
+        name = f"{generation}-{suffix}"
+        table[name] = TpuTopology(
+            name=name,
+            generation=generation,
+            chip_count=chips,
+            host_count=hosts,
+            vm_count=vms,
+            chips_per_vm=chips // vms,
+            hbm_per_chip_gib=_HBM_PER_CHIP_GIB[generation],
+        )
+
+    def add_core_counted(generation: str, suffixes: Iterable[int]) -> None:
+        # v4 and v5p: the suffix counts TensorCores (two per chip). Every VM has 4
+        # chips and sits on its own host.
+        for suffix in suffixes:
+            chips = suffix // 2
+            add(generation, suffix, chips, chips // 4, chips // 4)
+
+    v4_suffixes = [8 << i for i in range(10)]  # 8 .. 4096
+    add_core_counted("v4", v4_suffixes)
+
+    # v5litepod: the suffix counts chips. Up to 8 chips share a single VM; larger
+    # slices have 4 chips per VM with two VMs per host.
+    for suffix in (1 << i for i in range(9)):  # 1 .. 256
+        if suffix <= 8:
+            add("v5litepod", suffix, suffix, 1, 1)
+        else:
+            add("v5litepod", suffix, suffix, suffix // 8, suffix // 4)
+
+    add_core_counted("v5p", [*v4_suffixes, 8192, 12288])
+
+    # v6e: the suffix counts chips. Up to 8 chips share a single VM; larger slices
+    # have 4 chips per VM, one VM per host.
+    for suffix in (1, 4, 8, 16, 32, 64, 128, 256):
+        if suffix <= 8:
+            add("v6e", suffix, suffix, 1, 1)
+        else:
+            add("v6e", suffix, suffix, suffix // 4, suffix // 4)
+
+    return table
+
+
+TPU_TOPOLOGIES: Mapping[str, TpuTopology] = MappingProxyType(_build_table())
+"""Every known TPU slice type, keyed by canonical name (read-only).
+
+Ordered by generation (``v4``, ``v5litepod``, ``v5p``, ``v6e``) and then by size.
+Aliases such as ``v5e-16`` are not keys; use :func:`get_tpu_topology` to look names
+up leniently.
+"""
+
+_GENERATIONS: tuple[str, ...] = tuple(_HBM_PER_CHIP_GIB)
+
+
+def tpu_generations() -> tuple[str, ...]:
+    """Returns the known TPU generations, oldest first.
+
+    Returns:
+        ``("v4", "v5litepod", "v5p", "v6e")``.
+    """
+    return _GENERATIONS
+
+
+class UnknownTpuTypeError(ValueError):
+    """Raised when a TPU slice type name is not in the table (or is not a string).
+
+    Attributes:
+        name: The value that was looked up, exactly as given.
+        suggestions: Up to three known canonical names close to ``name``, best
+            first; may be empty.
+    """
+
+    name: object
+    suggestions: tuple[str, ...]
+
+    def __init__(self, name: object, suggestions: Iterable[str] = ()) -> None:
+        """Builds the error and its message.
+
+        Args:
+            name: The value that was looked up.
+            suggestions: Known canonical names to offer in the message.
+        """
+        self.name = name
+        self.suggestions = tuple(suggestions)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        known = f"Known types: {_known_types_summary()}."
+        if not isinstance(self.name, str):
+            return (
+                f"TPU type must be a string such as 'v5litepod-16', got "
+                f"{type(self.name).__name__} {self.name!r}. {known}"
+            )
+        parts = [f"Unknown TPU type {self.name!r}."]
+        if len(self.suggestions) == 1:
+            parts.append(f"Did you mean {self.suggestions[0]}?")
+        elif self.suggestions:
+            parts.append(f"Did you mean one of: {', '.join(self.suggestions)}?")
+        parts.append(known)
+        return " ".join(parts)
+
+    def __reduce__(self) -> tuple[type["UnknownTpuTypeError"], tuple[object, tuple[str, ...]]]:
+        # Rebuild from the attributes so the error survives pickling across processes.
+        return (type(self), (self.name, self.suggestions))
+
+
+def _known_types_summary() -> str:
+    """Describes the known names as per-generation ranges, for error messages."""
+    ranges: list[str] = []
+    for generation in _GENERATIONS:
+        names = [n for n, t in TPU_TOPOLOGIES.items() if t.generation == generation]
+        text = f"{names[0]}..{names[-1]}"
+        aliases = [a for a, g in _GENERATION_ALIASES.items() if g == generation]
+        if aliases:
+            text += " (" + ", ".join(f"alias {a}-N" for a in aliases) + ")"
+        ranges.append(text)
+    return ", ".join(ranges)
+
+
+def _normalise(name: str) -> str:
+    """Lower-cases, strips and applies generation aliases, without checking the table."""
+    key = name.strip().lower()
+    generation, sep, suffix = key.partition("-")
+    if sep and generation in _GENERATION_ALIASES:
+        key = f"{_GENERATION_ALIASES[generation]}-{suffix}"
+    return key
+
+
+def _suggest(key: str, limit: int = 3) -> tuple[str, ...]:
+    """Finds up to ``limit`` known names close to the normalised name ``key``.
+
+    Sizes of the same generation nearest to the requested size (by ratio) come first,
+    then names that are textually similar.
+    """
+    import difflib  # Only needed on the error path; keep module import cheap.
+
+    picks: list[str] = []
+    generation, sep, suffix = key.rpartition("-")
+    if sep and suffix.isdigit() and generation in _GENERATIONS:
+        wanted = max(int(suffix), 1)
+        same_generation = [t for t in TPU_TOPOLOGIES.values() if t.generation == generation]
+
+        def distance(topology: TpuTopology) -> tuple[float, str]:
+            size = int(topology.name.rpartition("-")[2])
+            return (max(size, wanted) / min(size, wanted), topology.name)
+
+        same_generation.sort(key=distance)
+        picks.extend(t.name for t in same_generation[:2])
+    for match in difflib.get_close_matches(key, list(TPU_TOPOLOGIES), n=limit, cutoff=0.6):
+        if match not in picks:
+            picks.append(match)
+    return tuple(picks[:limit])
+
+
+def canonical_tpu_name(name: str) -> str:
+    """Returns the canonical name of a known TPU slice type.
+
+    Args:
+        name: A slice type name such as ``"v5litepod-16"``, ``"V5E-16"`` or
+            ``" v4-8 "``. Case and surrounding whitespace are ignored, and
+            ``v5e-N`` is accepted for ``v5litepod-N``.
+
+    Returns:
+        The canonical name, e.g. ``"v5litepod-16"``.
+
+    Raises:
+        UnknownTpuTypeError: If ``name`` is not a string or not a known slice type.
+            The error lists close matches and the known ranges.
+    """
+    if not isinstance(name, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UnknownTpuTypeError(name)
+    key = _normalise(name)
+    if key not in TPU_TOPOLOGIES:
+        raise UnknownTpuTypeError(name, _suggest(key))
+    return key
+
+
+def get_tpu_topology(name: str) -> TpuTopology:
+    """Looks up the shape of a TPU slice type.
+
+    Args:
+        name: A slice type name, matched as in :func:`canonical_tpu_name`.
+
+    Returns:
+        The slice's :class:`TpuTopology`.
+
+    Raises:
+        UnknownTpuTypeError: If ``name`` is not a string or not a known slice type.
+    """
+    return TPU_TOPOLOGIES[canonical_tpu_name(name)]
+
+
+def slices_for_replicas(name: str, replicas: int) -> int:
+    """Returns how many slices are needed to run ``replicas`` workers, one per VM.
+
+    Args:
+        name: A slice type name, matched as in :func:`canonical_tpu_name`.
+        replicas: Number of workers; must be a positive multiple of the slice's
+            ``vm_count``.
+
+    Returns:
+        ``replicas // vm_count``.
+
+    Raises:
+        UnknownTpuTypeError: If ``name`` is not a known slice type.
+        TypeError: If ``replicas`` is not an ``int``.
+        ValueError: If ``replicas`` is not a positive multiple of ``vm_count``.
+    """
+    topology = get_tpu_topology(name)
+    if isinstance(replicas, bool) or not isinstance(replicas, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(f"replicas must be an int, got {type(replicas).__name__} {replicas!r}")
+    vms = topology.vm_count
+    if replicas <= 0 or replicas % vms:
+        unit = "VM" if vms == 1 else "VMs"
+        examples = ", ".join(str(vms * k) for k in (1, 2, 3))
+        raise ValueError(
+            f"replicas must be a multiple of {vms} {unit} per slice of {topology.name} "
+            f"(a positive number such as {examples}); got {replicas}"
+        )
+    return replicas // vms

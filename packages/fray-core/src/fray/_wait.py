@@ -1,0 +1,147 @@
+"""``wait_all``: wait for many jobs, event-driven where the backend can notify."""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from fray._types import JobStatus
+from fray.errors import JobTimeoutError
+
+__all__ = ["wait_all"]
+
+_POLL_START_S = 0.02
+_POLL_MAX_S = 1.0
+_PROGRESS_EVERY_S = 0.5
+_PROGRESS_AFTER_S = 1.0
+
+
+class _Progress:
+    """A one-line ``done/running/failed`` counter, redrawn in place on a terminal."""
+
+    def __init__(self, enabled: bool | None, total: int, stream: TextIO) -> None:
+        self._stream = stream
+        self._enabled = stream.isatty() if enabled is None else enabled
+        self._forced = enabled is True
+        self._total = total
+        self._start = time.monotonic()
+        self._last = 0.0
+        self._drawn = False
+
+    def update(self, done: int, failed: int, *, final: bool = False) -> None:
+        if not self._enabled:
+            return
+        now = time.monotonic()
+        if not self._forced and now - self._start < _PROGRESS_AFTER_S and not self._drawn:
+            return
+        if not final and now - self._last < _PROGRESS_EVERY_S:
+            return
+        self._last = now
+        running = self._total - done
+        line = (
+            f"jobs: {done}/{self._total} done, {running} running, {failed} failed "
+            f"({now - self._start:.0f}s)"
+        )
+        self._stream.write(("\r" if self._drawn else "") + line + ("\n" if final else ""))
+        self._stream.flush()
+        self._drawn = not final
+
+
+def wait_all(
+    jobs: Sequence[Any],
+    *,
+    timeout: float | None = None,
+    raise_on_failure: bool = True,
+    progress: bool | None = None,
+) -> list[JobStatus]:
+    """Waits until every job is finished; returns their statuses in input order.
+
+    Jobs whose handles can notify (``add_done_callback``) are not polled at all; others are
+    polled with a short, capped interval.
+
+    Args:
+        jobs: Job handles, from any backend (they may be mixed).
+        timeout: Seconds to wait in total, or ``None`` for no limit.
+        raise_on_failure: Raise as soon as any job FAILED (fail-fast; the other jobs keep
+            running). STOPPED jobs are not failures.
+        progress: Show a ``done/running/failed`` line on stderr: ``None`` shows it on a
+            terminal after a second, ``True`` always, ``False`` never.
+
+    Raises:
+        JobFailedError: A job failed and ``raise_on_failure`` is set; it is that job's error,
+            with the user's exception chained.
+        JobTimeoutError: ``timeout`` passed before every job finished.
+    """
+    handles = list(jobs)
+    if not handles:
+        return []
+    deadline = None if timeout is None else time.monotonic() + timeout
+    events: queue.SimpleQueue[int] = queue.SimpleQueue()
+    polled: list[int] = []
+    for index, handle in enumerate(handles):
+        add_callback = getattr(handle, "add_done_callback", None)
+        if add_callback is None:
+            polled.append(index)
+        else:
+            add_callback(lambda _h, i=index: events.put(i))
+
+    statuses: list[JobStatus | None] = [None] * len(handles)
+    remaining = len(handles)
+    failed = 0
+    bar = _Progress(progress, len(handles), sys.stderr)
+    poll_interval = _POLL_START_S
+
+    def settle(index: int) -> None:
+        nonlocal remaining, failed
+        if statuses[index] is not None:
+            return
+        status = handles[index].status()
+        if not status.is_finished:
+            return
+        statuses[index] = status
+        remaining -= 1
+        if status is JobStatus.FAILED:
+            failed += 1
+            if raise_on_failure:
+                bar.update(len(handles) - remaining, failed, final=True)
+                # The handle raises its own JobFailedError, with the cause chained.
+                handles[index].wait(timeout=0, raise_on_failure=True)
+
+    while True:
+        for index in polled:
+            settle(index)
+        if polled:
+            polled = [i for i in polled if statuses[i] is None]
+        bar.update(len(handles) - remaining, failed)
+        if remaining == 0:
+            break
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            bar.update(len(handles) - remaining, failed, final=True)
+            pending = [handles[i].job_id for i, s in enumerate(statuses) if s is None]
+            shown = ", ".join(pending[:5]) + (", ..." if len(pending) > 5 else "")
+            raise JobTimeoutError(
+                f"wait_all timed out after {timeout}s with {len(pending)} of {len(handles)} "
+                f"jobs unfinished: {shown}"
+            )
+        wait_for = poll_interval if polled else _PROGRESS_EVERY_S
+        if deadline is not None:
+            wait_for = min(wait_for, max(deadline - now, 0.0))
+        try:
+            index = events.get(timeout=wait_for)
+        except queue.Empty:
+            if polled:
+                poll_interval = min(poll_interval * 1.5, _POLL_MAX_S)
+            continue
+        settle(index)
+        # Drain whatever else finished meanwhile without sleeping again.
+        while True:
+            try:
+                settle(events.get_nowait())
+            except queue.Empty:
+                break
+    bar.update(len(handles), failed, final=True)
+    return [s for s in statuses if s is not None]
