@@ -18,7 +18,11 @@ PACKAGES = ["fray-core", "fray-testing", "fray-tpu", "fray-ray", "fray-iris"]
 def _sync(session: nox.Session, *args: str) -> None:
     """Installs from the lockfile into the session's virtualenv."""
     session.run_install(
-        "uv", "sync", "--frozen", "--no-default-groups", *args,
+        "uv",
+        "sync",
+        "--frozen",
+        "--no-default-groups",
+        *args,
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )
@@ -31,8 +35,14 @@ def tests(session: nox.Session, package: str) -> None:
     _sync(session, "--package", package, "--group", "test")
     env = {"JAX_PLATFORMS": "cpu", "RAY_ADDRESS": "", "FRAY_CLIENT_SPEC": ""}
     session.run(
-        "python", "-m", "pytest", f"packages/{package}/tests", "-p", "no:cacheprovider",
-        *session.posargs, env=env,
+        "python",
+        "-m",
+        "pytest",
+        f"packages/{package}/tests",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env=env,
     )
 
 

@@ -10,8 +10,13 @@ import fray
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("FRAY_CLIENT_SPEC", "RAY_ADDRESS", "IRIS_CONTROLLER_ADDRESS", "IRIS_TASK_ID",
-                 "FRAY_JOB_ID"):
+    for name in (
+        "FRAY_CLIENT_SPEC",
+        "RAY_ADDRESS",
+        "IRIS_CONTROLLER_ADDRESS",
+        "IRIS_TASK_ID",
+        "FRAY_JOB_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FRAY_TERMINATE_GRACE_S", "2")
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import pid_alive
 
 import fray
+from conftest import pid_alive
 from fray import (
     Entrypoint,
     EnvironmentConfig,
@@ -126,17 +126,25 @@ def test_unpicklable_process_job_is_rejected(client: LocalClient) -> None:
 
 def test_thread_isolation_conflicts_are_errors(client: LocalClient) -> None:
     with pytest.raises(InvalidRequestError, match="env vars need a process"):
-        client.submit(req(add, 1, 2, isolation="thread",
-                          environment=EnvironmentConfig(env_vars={"A": "1"})))
+        client.submit(
+            req(add, 1, 2, isolation="thread", environment=EnvironmentConfig(env_vars={"A": "1"}))
+        )
     with pytest.raises(InvalidRequestError, match="a command always runs in a process"):
-        client.submit(JobRequest(name="c", entrypoint=Entrypoint.from_command("true"),
-                                 isolation="thread"))
+        client.submit(
+            JobRequest(name="c", entrypoint=Entrypoint.from_command("true"), isolation="thread")
+        )
 
 
 def test_missing_pip_package_and_docker_image_are_errors(client: LocalClient) -> None:
     with pytest.raises(InvalidRequestError, match="does not install packages"):
-        client.submit(req(add, 1, 2, environment=EnvironmentConfig(
-            pip_packages=["surely-not-installed-pkg>=1"])))
+        client.submit(
+            req(
+                add,
+                1,
+                2,
+                environment=EnvironmentConfig(pip_packages=["surely-not-installed-pkg>=1"]),
+            )
+        )
     ok = client.submit(req(add, 1, 2, environment=EnvironmentConfig(pip_packages=["pydantic"])))
     assert ok.result(timeout=30) == 3
     with pytest.raises(InvalidRequestError, match="cannot run containers"):
@@ -315,8 +323,15 @@ def test_replicas_return_one_value_each(client: LocalClient) -> None:
 
 
 def tpu_env() -> dict[str, str | None]:
-    keys = ["TPU_WORKER_ID", "TPU_NAME", "MEGASCALE_SLICE_ID", "MEGASCALE_NUM_SLICES",
-            "MEGASCALE_COORDINATOR_ADDRESS", "JAX_PLATFORMS", "LIBTPU_INIT_ARGS"]
+    keys = [
+        "TPU_WORKER_ID",
+        "TPU_NAME",
+        "MEGASCALE_SLICE_ID",
+        "MEGASCALE_NUM_SLICES",
+        "MEGASCALE_COORDINATOR_ADDRESS",
+        "JAX_PLATFORMS",
+        "LIBTPU_INIT_ARGS",
+    ]
     return {k: os.environ.get(k) for k in keys}
 
 
@@ -325,7 +340,11 @@ def test_tpu_job_runs_one_process_per_vm_with_slice_env(client: LocalClient) -> 
     hosts = job.result(timeout=60)
     assert len(hosts) == 4
     assert [(h["MEGASCALE_SLICE_ID"], h["TPU_WORKER_ID"]) for h in hosts] == [
-        ("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+        ("0", "0"),
+        ("0", "1"),
+        ("1", "0"),
+        ("1", "1"),
+    ]
     assert {h["MEGASCALE_NUM_SLICES"] for h in hosts} == {"2"}
     assert len({h["MEGASCALE_COORDINATOR_ADDRESS"] for h in hosts}) == 1
     assert hosts[0]["TPU_NAME"] != hosts[2]["TPU_NAME"]
@@ -338,8 +357,9 @@ def test_tpu_job_runs_one_process_per_vm_with_slice_env(client: LocalClient) -> 
 
 def test_gang_failure_takes_the_attempt_down(client: LocalClient) -> None:
     script = 'if [ "$FRAY_TASK_INDEX" = 1 ]; then exit 7; fi; echo waiting $$; sleep 300'
-    job = client.submit(JobRequest(name="gang", entrypoint=Entrypoint.from_shell(script),
-                                   replicas=3))
+    job = client.submit(
+        JobRequest(name="gang", entrypoint=Entrypoint.from_shell(script), replicas=3)
+    )
     with pytest.raises(JobFailedError, match="replica 1 exited with code 7"):
         job.wait(timeout=30)
 
@@ -373,7 +393,7 @@ def test_max_threads_queues_jobs_as_pending() -> None:
 def test_shutdown_leaves_no_process_or_thread() -> None:
     before = set(threading.enumerate())
     client = LocalClient(echo_logs=False)
-    jobs = [client.submit(cmd(f"echo pid $$; sleep 300", name=f"s{i}")) for i in range(3)]
+    jobs = [client.submit(cmd("echo pid $$; sleep 300", name=f"s{i}")) for i in range(3)]
     pids = [int(next(iter(j.logs(follow=True))).split()[1]) for j in jobs]
     gate = threading.Event()
 
@@ -406,8 +426,9 @@ def test_driver_exit_kills_subprocess_jobs(tmp_path: Any) -> None:
     )
     import subprocess
 
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
     pid = int(out.stdout.strip())
     psutil.wait_procs([psutil.Process(pid)] if pid_alive(pid) else [], timeout=10)
     assert not pid_alive(pid)

@@ -211,8 +211,9 @@ def test_device_default_env() -> None:
 
 
 def test_environment_validation_and_redaction() -> None:
-    env = create_environment(env_vars={"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "A": "1",
-                                       "DROP": None})
+    env = create_environment(
+        env_vars={"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "A": "1", "DROP": None}
+    )
     assert env.env_vars == {"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "A": "1"}
     text = repr(env)
     assert "hf_abc" not in text and "'***'" in text and "'A': '1'" in text

@@ -72,7 +72,10 @@ def test_no_raise_returns_failed_and_stopped(client: LocalClient) -> None:
     stopped = job(client, wait_on, hold, 2)
     stopped.terminate()
     assert wait_all([ok, bad, stopped], timeout=30, raise_on_failure=False) == [
-        JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED]
+        JobStatus.SUCCEEDED,
+        JobStatus.FAILED,
+        JobStatus.STOPPED,
+    ]
     # STOPPED is not a failure, even with raise_on_failure.
     assert wait_all([ok, stopped], timeout=30) == [JobStatus.SUCCEEDED, JobStatus.STOPPED]
     hold.set()

@@ -3,7 +3,8 @@
     from fray import Entrypoint, JobRequest, ResourceConfig, current_client, wait_all
 
     client = current_client()            # local unless FRAY_CLIENT_SPEC or a cluster says otherwise
-    job = client.submit(JobRequest(name="hello", entrypoint=Entrypoint.from_callable(print, ["hi"])))
+    hello = Entrypoint.from_callable(print, ["hi"])
+    job = client.submit(JobRequest(name="hello", entrypoint=hello))
     wait_all([job])
 
 ``import fray`` stays light: backends (and ray, jax, iris, fsspec) load only when used.

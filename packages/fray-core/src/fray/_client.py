@@ -275,7 +275,7 @@ def explain_current_client() -> tuple[Any, str]:
     return _resolve()
 
 
-def _forget_default(client: Any) -> None:
+def forget_default(client: Any) -> None:
     with _defaults_lock:
         for key, value in list(_defaults.items()):
             if value is client:

@@ -149,7 +149,7 @@ class _Job:
         self.log = LogBuffer()
         self.lock = threading.Lock()
         self.done = threading.Event()
-        self.callbacks: list[Callable[[Any], None]] = []
+        self.callbacks: list[Callable[[], None]] = []
         self.replicas: list[_Replica] = []
         self.stop_requested = False
         self.signalled = False
@@ -198,9 +198,7 @@ class LocalJobHandle:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
         job = self._job
         if not job.done.wait(timeout):
-            raise JobTimeoutError(
-                f"job {job.job_id} is still {job.status.value} after {timeout}s"
-            )
+            raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
         if job.status is JobStatus.FAILED and raise_on_failure:
             raise JobFailedError(job.job_id, job.status, job.error) from job.cause
         return job.status
@@ -243,8 +241,10 @@ class LocalJobHandle:
         if not follow:
             yield from merge_logs(buffers())
             return
-        yield from follow_many(buffers, lambda: job.done.is_set() and all(
-            child.done.is_set() for child in job.children))
+        yield from follow_many(
+            buffers,
+            lambda: job.done.is_set() and all(child.done.is_set() for child in job.children),
+        )
 
     def info(self) -> JobInfo:
         """Attempts, preemptions, failures, error, parent and children."""
@@ -302,9 +302,7 @@ class _Mailbox:
                 if self._queue:
                     self._cond.notify()
 
-    def submit(
-        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Future[Any]:
+    def submit(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
         future: Future[Any] = _LocalActorFuture()
         with self._cond:
             if self._closed:
@@ -369,7 +367,16 @@ class _LocalActorFuture(Future[Any]):
 
 
 class _Actor:
-    def __init__(self, key: str, name: str, index: int, group: str, config: ActorConfig) -> None:
+    def __init__(
+        self,
+        client: LocalClient,
+        key: str,
+        name: str,
+        index: int,
+        group: str,
+        config: ActorConfig,
+    ) -> None:
+        self.client = client
         self.key = key
         self.name = name
         self.index = index
@@ -386,9 +393,11 @@ class _Actor:
 
     def invoke(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         token = _current_actor.set(self.context)
+        client_token = _client._explicit.set(self.client)
         try:
             return getattr(self.instance, method)(*args, **kwargs)
         finally:
+            _client._explicit.reset(client_token)
             _current_actor.reset(token)
 
 
@@ -518,7 +527,8 @@ class LocalActorGroup:
             failed = next((a for a in self._actors if a.error is not None), None)
             raise ActorError(
                 f"only {len(ready)} of {total} actors of {self.name} became ready, "
-                f"{want} were asked for" + (f"; {failed.name} failed: {failed.error!r}" if failed else "")
+                f"{want} were asked for"
+                + (f"; {failed.name} failed: {failed.error!r}" if failed else "")
             ) from (failed.error if failed else None)
         handles = ready[:want]
         with self._lock:
@@ -529,7 +539,8 @@ class LocalActorGroup:
         """Handles of ready actors not returned before."""
         with self._lock:
             fresh = [
-                a for a in self._actors
+                a
+                for a in self._actors
                 if a.status is JobStatus.RUNNING and a.index not in self._yielded
             ]
             self._yielded.update(a.index for a in fresh)
@@ -761,7 +772,9 @@ class LocalClient:
                 job.preemptions += 1
                 job.error, job.exit_code = error, code
                 if job.preemptions <= request.max_retries_preemption:
-                    job.log.write(f"[fray] attempt {job.attempts} was preempted ({error}); retrying\n")
+                    job.log.write(
+                        f"[fray] attempt {job.attempts} was preempted ({error}); retrying\n"
+                    )
                     continue
                 job.error = (
                     f"preempted {job.preemptions} times, more than max_retries_preemption="
@@ -815,7 +828,7 @@ class LocalClient:
             except BaseException as exc:
                 errors[replica.index] = exc
 
-        threads = []
+        threads: list[threading.Thread] = []
         for replica in replicas[1:]:
             thread = threading.Thread(target=run, args=(replica,), name=f"fray-{job.job_id}")
             threads.append(thread)
@@ -915,8 +928,13 @@ class LocalClient:
                     replica.result_path = os.path.join(
                         job.workdir, f"result-{job.attempts}-{replica.index}.pkl"
                     )
-                    argv = [sys.executable, "-m", "fray._runner",
-                            os.path.join(job.workdir, "payload.pkl"), replica.result_path]
+                    argv = [
+                        sys.executable,
+                        "-m",
+                        "fray._runner",
+                        os.path.join(job.workdir, "payload.pkl"),
+                        replica.result_path,
+                    ]
                 else:
                     assert entry.command is not None
                     argv = list(entry.command)
@@ -929,7 +947,9 @@ class LocalClient:
                     start_new_session=True,
                 )
                 reader = threading.Thread(
-                    target=self._pump, args=(job, replica, exits), name=f"fray-log-{job.job_id}",
+                    target=self._pump,
+                    args=(job, replica, exits),
+                    name=f"fray-log-{job.job_id}",
                     daemon=True,
                 )
                 reader.start()
@@ -941,8 +961,9 @@ class LocalClient:
             if code != 0 and len(codes) < count:
                 # Gang semantics: one replica down takes the attempt down.
                 self._signal_replicas(job, signal.SIGTERM)
-                threading.Timer(_grace_seconds(), self._signal_replicas,
-                                (job, signal.SIGKILL)).start()
+                threading.Timer(
+                    _grace_seconds(), self._signal_replicas, (job, signal.SIGKILL)
+                ).start()
         for reader in readers:
             reader.join()
         if job.stop_requested:
@@ -981,7 +1002,9 @@ class LocalClient:
         except Exception as exc:
             return ("error", RuntimeError(f"the job's result could not be read: {exc!r}"), "")
 
-    def _pump(self, job: _Job, replica: _Replica, exits: queue.SimpleQueue[tuple[int, int]]) -> None:
+    def _pump(
+        self, job: _Job, replica: _Replica, exits: queue.SimpleQueue[tuple[int, int]]
+    ) -> None:
         process = replica.process
         assert process is not None and process.stdout is not None
         echo = echo_stream() if self._echo else None
@@ -1061,8 +1084,13 @@ class LocalClient:
             ActorError: ``__init__`` raised (chained as ``__cause__``).
         """
         group = self.create_actor_group(
-            actor_class, *args, name=name, count=1, resources=resources,
-            actor_config=actor_config, **kwargs,
+            actor_class,
+            *args,
+            name=name,
+            count=1,
+            resources=resources,
+            actor_config=actor_config,
+            **kwargs,
         )
         return group.wait_ready(timeout=None)[0]
 
@@ -1081,7 +1109,7 @@ class LocalClient:
         self._check_open()
         _validate_actor_args(actor_class, name, count, resources, actor_config)
         config = actor_config or ActorConfig()
-        actors = []
+        actors: list[_Actor] = []
         with self._lock:
             taken = [f"{name}-{i}" for i in range(count) if f"{name}-{i}" in self._actor_names]
             if taken:
@@ -1089,7 +1117,7 @@ class LocalClient:
             for i in range(count):
                 actor_name = f"{name}-{i}"
                 key = f"local-{self._uid}/{actor_name}"
-                actor = _Actor(key, actor_name, i, name, config)
+                actor = _Actor(self, key, actor_name, i, name, config)
                 actors.append(actor)
                 self._actor_names.add(actor_name)
                 with _ACTORS_LOCK:
@@ -1098,13 +1126,16 @@ class LocalClient:
             self._groups.append(group)
         for actor in actors:
             threading.Thread(
-                target=self._construct, args=(actor, actor_class, args, kwargs),
-                name=f"fray-actor-init-{actor.name}", daemon=True,
+                target=self._construct,
+                args=(actor, actor_class, args, kwargs),
+                name=f"fray-actor-init-{actor.name}",
+                daemon=True,
             ).start()
         return group
 
-    def _construct(self, actor: _Actor, cls: type[Any], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> None:
+    def _construct(
+        self, actor: _Actor, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         token = _current_actor.set(actor.context)
         explicit = _client._explicit.set(self)
         try:
@@ -1147,7 +1178,8 @@ class LocalClient:
         roots = [job for job in jobs if job.parent is None]
         threads = [
             threading.Thread(target=self._terminate, args=(job,), daemon=True)
-            for job in roots if not job.done.is_set()
+            for job in roots
+            if not job.done.is_set()
         ]
         for thread in threads:
             thread.start()
@@ -1159,7 +1191,7 @@ class LocalClient:
         self._cleanup_processes(self._jobs)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
-        _client._forget_default(self)
+        _client.forget_default(self)
 
 
 def _validate_actor_args(
@@ -1192,4 +1224,3 @@ def current_job_id() -> str | None:
     if job is not None:
         return job.job_id
     return os.environ.get(FRAY_JOB_ID)
-

@@ -212,4 +212,3 @@ class Client(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
-

@@ -61,7 +61,7 @@ def main() -> None:
     argv = sys.argv[3:]
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _set_parent_death_signal(signal.SIGUSR1)
-    child_box: list["subprocess.Popen[bytes]"] = []
+    child_box: list[subprocess.Popen[bytes]] = []
 
     def on_parent_death(_signum: int, _frame: object) -> None:
         if child_box:
@@ -78,7 +78,7 @@ def main() -> None:
         _set_parent_death_signal(signal.SIGTERM)
 
     try:
-        child = subprocess.Popen(argv, preexec_fn=child_setup)  # noqa: PLW1509 - single-threaded
+        child = subprocess.Popen(argv, preexec_fn=child_setup)
     except OSError as err:
         sys.stderr.write(f"fray: cannot start {argv[0]!r}: {err}\n")
         sys.stderr.flush()

@@ -12,7 +12,7 @@ import enum
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -31,8 +31,8 @@ __all__ = [
     "ActorConfig",
     "CpuConfig",
     "DeviceConfig",
-    "EnvironmentConfig",
     "Entrypoint",
+    "EnvironmentConfig",
     "GpuConfig",
     "JobInfo",
     "JobRequest",
@@ -61,7 +61,9 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
     problems: list[tuple[str, Any, str]] = []
     for item in err.errors(include_url=False):
         # Discriminated unions add the tag ("tpu") to the location; it names no field.
-        loc = [str(p) for p in item["loc"] if p not in ("cpu", "gpu", "tpu") or len(item["loc"]) == 1]
+        loc = [
+            str(p) for p in item["loc"] if p not in ("cpu", "gpu", "tpu") or len(item["loc"]) == 1
+        ]
         field = ".".join([model, *loc]) if loc else model
         inner = (item.get("ctx") or {}).get("error")
         if isinstance(inner, InvalidRequestError) and inner.field:
@@ -481,7 +483,8 @@ class EnvironmentConfig(_Model):
         if not isinstance(value, Mapping):
             raise ValueError("env_vars must be a mapping of names to string values")
         out: dict[str, str] = {}
-        for key, item in value.items():
+        items = cast(Mapping[Any, Any], value)
+        for key, item in items.items():
             if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
                 raise ValueError(
                     f"env var name {key!r} must be letters, digits and '_', not starting "
@@ -490,7 +493,9 @@ class EnvironmentConfig(_Model):
             if item is None:
                 continue
             if not isinstance(item, str):
-                raise ValueError(f"env var {key} must have a string value, got {type(item).__name__}")
+                raise ValueError(
+                    f"env var {key} must have a string value, got {type(item).__name__}"
+                )
             if "\x00" in item:
                 raise ValueError(f"env var {key} contains a NUL byte")
             out[key] = item
@@ -524,7 +529,7 @@ def create_environment(
         workspace=workspace,
         docker_image=docker_image,
         pip_packages=tuple(pip_packages or ()),
-        env_vars=dict(env_vars or {}),
+        env_vars={k: v for k, v in (env_vars or {}).items() if v is not None},
         extras=tuple(extras or ()),
     )
 
@@ -597,10 +602,8 @@ class Entrypoint(_Model):
         A single string with spaces is rejected as ambiguous; use :meth:`from_shell` for a
         shell command line.
         """
-        if len(argv) == 1 and not isinstance(argv[0], str):
-            parts = tuple(argv[0])
-        else:
-            parts = argv
+        first = argv[0] if len(argv) == 1 else None
+        parts: tuple[Any, ...] = tuple(first) if isinstance(first, list | tuple) else argv
         if len(parts) == 1 and isinstance(parts[0], str) and " " in parts[0].strip():
             raise InvalidRequestError.for_field(
                 "Entrypoint.command",

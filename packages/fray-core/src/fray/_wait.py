@@ -86,7 +86,7 @@ def wait_all(
         if add_callback is None:
             polled.append(index)
         else:
-            add_callback(lambda _h, i=index: events.put(i))
+            add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
 
     statuses: list[JobStatus | None] = [None] * len(handles)
     remaining = len(handles)

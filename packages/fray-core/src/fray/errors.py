@@ -60,8 +60,9 @@ class InvalidRequestError(FrayError, ValueError):
     @classmethod
     def for_field(cls, field: str, value: Any, allowed: str) -> InvalidRequestError:
         """Builds the standard message: the field, the bad value and what is allowed."""
-        return cls(f"{field}: {value!r} is not valid; {allowed}", field=field, value=value,
-                   allowed=allowed)
+        return cls(
+            f"{field}: {value!r} is not valid; {allowed}", field=field, value=value, allowed=allowed
+        )
 
 
 class BackendUnavailableError(FrayError, ImportError):
