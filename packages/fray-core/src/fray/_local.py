@@ -405,9 +405,14 @@ _ACTORS: dict[str, _Actor] = {}
 _ACTORS_LOCK = threading.Lock()
 
 
+_STOPPED_ACTORS: set[str] = set()  # keys of actors that were shut down in this process
+
+
 def _lookup_actor(key: str) -> _Actor:
     actor = _ACTORS.get(key)
     if actor is None:
+        if key in _STOPPED_ACTORS:
+            raise ActorDiedError(f"actor {key.rsplit('/', 1)[-1]} was shut down")
         raise ActorError(
             f"local actor {key!r} is not in this process. Local actors live in the driver "
             "process: call them from the driver or from thread jobs of the same LocalClient "
@@ -1161,6 +1166,7 @@ class LocalClient:
             actor.mailbox.close()
             with _ACTORS_LOCK:
                 _ACTORS.pop(actor.key, None)
+                _STOPPED_ACTORS.add(actor.key)
             actor.instance = None
             with self._lock:
                 self._actor_names.discard(actor.name)

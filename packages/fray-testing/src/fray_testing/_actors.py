@@ -1,0 +1,380 @@
+"""FakeClient actors: real in-process instances, every creation and call recorded.
+
+Calls run synchronously in the caller's thread, one at a time per actor; ``.remote()``
+returns a future that is already done. Handles pickle by key and resolve through a
+process-wide registry, so they keep working after a pickle round trip in the same process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from fray import ActorConfig, ActorContext, JobStatus, ResourceConfig, set_current_client
+from fray._actor import _current as _current_actor  # pyright: ignore[reportPrivateUsage]
+from fray.errors import ActorDiedError, ActorError, InvalidRequestError
+from fray_testing._records import ActorCall, ActorCreation, Record
+
+if TYPE_CHECKING:
+    from fray_testing._fake import FakeClient
+
+__all__ = ["FakeActorFuture", "FakeActorGroup", "FakeActorHandle", "FakeActorMethod"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_REGISTRY: weakref.WeakValueDictionary[str, _FakeActor] = weakref.WeakValueDictionary()
+
+
+class _FakeActor:
+    def __init__(self, system: _ActorSystem, key: str, name: str, index: int, group: str) -> None:
+        self.system = system
+        self.key = key
+        self.name = name
+        self.index = index
+        self.group = group
+        self.instance: Any = None
+        self.status = JobStatus.PENDING
+        self.error: BaseException | None = None
+        self.lock = threading.RLock()
+        self.context = ActorContext(FakeActorHandle(key), index, group)
+
+    def died_error(self) -> ActorDiedError:
+        return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
+
+
+class FakeActorFuture(Future[Any]):
+    """The result of a ``.remote()`` call on a fake actor: already done when returned, so
+    ``result()`` gives the value or re-raises the method's own exception at once."""
+
+
+class FakeActorMethod:
+    """``handle.method``: call it, or ``.remote()`` it for a future."""
+
+    __slots__ = ("_invoke",)
+
+    def __init__(self, invoke: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> None:
+        self._invoke = invoke
+
+    def remote(self, *args: Any, **kwargs: Any) -> FakeActorFuture:
+        """Runs the call now; returns a done future holding its value or exception."""
+        future = FakeActorFuture()
+        try:
+            value = self._invoke(args, kwargs)
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+        return future
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the call and returns its value."""
+        return self._invoke(args, kwargs)
+
+
+class FakeActorHandle:
+    """Handle to a fake actor; satisfies ``fray.ActorHandle``. Pickles by key."""
+
+    __slots__ = ("_key", "_resolved")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._resolved: _FakeActor | None = None
+
+    @property
+    def name(self) -> str:
+        """The actor's name (``{group}-{index}``)."""
+        return self._key.rsplit("/", 1)[-1]
+
+    def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        actor = self._resolved
+        if actor is None:
+            actor = _REGISTRY.get(self._key)
+            if actor is None:
+                raise ActorDiedError(
+                    f"actor {self.name} is gone: its FakeClient was shut down or garbage "
+                    "collected (fake actors live in the process that created them)"
+                )
+            self._resolved = actor
+        return actor.system.call(actor, method, args, kwargs)
+
+    def __getattr__(self, method: str) -> FakeActorMethod:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return FakeActorMethod(functools.partial(self._call, method))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FakeActorHandle, (self._key,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FakeActorHandle) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"FakeActorHandle({self.name!r})"
+
+
+class FakeActorGroup:
+    """``count`` fake actors; satisfies ``fray.ActorGroup``. Every ``__init__`` has run by
+    the time the group exists, so nothing here waits."""
+
+    def __init__(self, system: _ActorSystem, name: str, actors: list[_FakeActor]) -> None:
+        self._system = system
+        self.name = name
+        self._actors = actors
+        self._yielded: set[int] = set()
+
+    @property
+    def ready_count(self) -> int:
+        """Actors ready to take calls."""
+        return sum(1 for a in self._actors if a.status is JobStatus.RUNNING)
+
+    def __len__(self) -> int:
+        return len(self._actors)
+
+    def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
+        """Handles of the first ``count`` ready actors (all by default).
+
+        Raises:
+            InvalidRequestError: ``count`` is not between 0 and the group size.
+            ActorError: Fewer than ``count`` actors are ready (the first failed actor's
+                error is chained).
+        """
+        del timeout  # nothing is ever still starting
+        total = len(self._actors)
+        want = total if count is None else count
+        if isinstance(want, bool) or not isinstance(want, int) or not 0 <= want <= total:
+            raise InvalidRequestError.for_field(
+                "wait_ready.count", count, f"must be an integer from 0 to the group size {total}"
+            )
+        ready = [a for a in self._actors if a.status is JobStatus.RUNNING]
+        if len(ready) < want:
+            failed = next((a for a in self._actors if a.error is not None), None)
+            raise ActorError(
+                f"only {len(ready)} of {total} actors of {self.name} are ready, {want} were "
+                "asked for" + (f"; {failed.name} failed: {failed.error!r}" if failed else "")
+            ) from (failed.error if failed else None)
+        handles = ready[:want]
+        with self._system.lock:
+            self._yielded.update(a.index for a in handles)
+        return [a.context.handle for a in handles]
+
+    def discover_new(self) -> list[Any]:
+        """Handles of ready actors not returned before."""
+        with self._system.lock:
+            fresh = [
+                a
+                for a in self._actors
+                if a.status is JobStatus.RUNNING and a.index not in self._yielded
+            ]
+            self._yielded.update(a.index for a in fresh)
+        return [a.context.handle for a in fresh]
+
+    def statuses(self) -> list[JobStatus]:
+        """One status per actor: RUNNING, FAILED (init raised, or killed) or STOPPED."""
+        return [a.status for a in self._actors]
+
+    def is_done(self) -> bool:
+        """Whether every actor has stopped for good."""
+        return all(a.status.is_finished for a in self._actors)
+
+    def shutdown(self) -> None:
+        """Stops every actor; later calls raise ``ActorDiedError``."""
+        self._system.stop(self._actors)
+
+    def __repr__(self) -> str:
+        return f"FakeActorGroup({self.name!r}, ready={self.ready_count}/{len(self._actors)})"
+
+
+@dataclasses.dataclass
+class _ScriptedFailure:
+    names: frozenset[str]
+    method: str | None
+    error: BaseException | type[BaseException] | None
+    remaining: int | None
+
+
+class _ActorSystem:
+    """The actors of one FakeClient."""
+
+    def __init__(self, client: FakeClient, uid: str, record: Callable[[Record], None]) -> None:
+        self.client = client
+        self.uid = uid
+        self.record = record
+        self.lock = threading.RLock()
+        self.groups: list[FakeActorGroup] = []
+        self.actors: dict[str, _FakeActor] = {}  # by name; a stopped actor's name is reusable
+        self.failures: list[_ScriptedFailure] = []
+
+    def create(
+        self,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        name: str,
+        count: int,
+        resources: ResourceConfig | None,
+        actor_config: ActorConfig | None,
+        group: bool,
+    ) -> FakeActorGroup:
+        _validate(actor_class, name, count, resources, actor_config)
+        with self.lock:
+            taken = [
+                f"{name}-{i}"
+                for i in range(count)
+                if (old := self.actors.get(f"{name}-{i}")) and old.status is not JobStatus.STOPPED
+            ]
+            if taken:
+                raise ActorError(f"an actor named {taken[0]!r} already exists in this client")
+            actors: list[_FakeActor] = []
+            for i in range(count):
+                actor_name = f"{name}-{i}"
+                actor = _FakeActor(self, f"{self.uid}/{actor_name}", actor_name, i, name)
+                self.actors[actor_name] = actor
+                _REGISTRY[actor.key] = actor
+                actors.append(actor)
+            created = FakeActorGroup(self, name, actors)
+            self.groups.append(created)
+        self.record(
+            ActorCreation(
+                name, actor_class, args, dict(kwargs), count, resources, actor_config, group
+            )
+        )
+        for actor in actors:
+            self._construct(actor, actor_class, args, kwargs)
+        return created
+
+    def _construct(
+        self, actor: _FakeActor, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        token = _current_actor.set(actor.context)
+        try:
+            with set_current_client(self.client):
+                instance = cls(*args, **kwargs)
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:
+            actor.error = exc
+            actor.status = JobStatus.FAILED
+        else:
+            actor.instance = instance
+            actor.status = JobStatus.RUNNING
+        finally:
+            _current_actor.reset(token)
+
+    def names_matching(self, name: str) -> set[str]:
+        with self.lock:
+            return {a.name for a in self.actors.values() if name in (a.name, a.group)}
+
+    def script_failure(
+        self,
+        actor: str,
+        method: str | None,
+        error: BaseException | type[BaseException] | None,
+        times: int | None,
+    ) -> None:
+        if times is not None and (
+            isinstance(times, bool) or not isinstance(times, int) or times < 1
+        ):
+            raise InvalidRequestError.for_field(
+                "fail_actor_call.times", times, "must be an integer >= 1, or None for every call"
+            )
+        with self.lock:
+            # Scripted before the actor exists is fine: match by name when called.
+            names = frozenset(self.names_matching(actor) | {actor})
+            self.failures.append(_ScriptedFailure(names, method, error, times))
+
+    def _take_failure(self, actor: _FakeActor, method: str) -> BaseException | None:
+        with self.lock:
+            for scripted in self.failures:
+                if (actor.name in scripted.names or actor.group in scripted.names) and (
+                    scripted.method in (None, method)
+                ):
+                    if scripted.remaining is not None:
+                        scripted.remaining -= 1
+                        if scripted.remaining == 0:
+                            self.failures.remove(scripted)
+                    error = scripted.error
+                    if error is None:
+                        return ActorDiedError(
+                            f"actor {actor.name} died during {method}() (scripted by FakeClient)"
+                        )
+                    return error if isinstance(error, BaseException) else error()
+        return None
+
+    def kill(self, name: str) -> None:
+        with self.lock:
+            victims = [a for a in self.actors.values() if name in (a.name, a.group)]
+        if not victims:
+            raise InvalidRequestError.for_field(
+                "kill_actor.actor", name, "no actor or actor group of that name in this FakeClient"
+            )
+        for actor in victims:
+            self._die(actor, ActorDiedError(f"actor {actor.name} was killed (by FakeClient)"))
+
+    def _die(self, actor: _FakeActor, error: BaseException) -> None:
+        with self.lock:
+            if actor.status.is_finished:
+                return
+            actor.status = JobStatus.FAILED
+            actor.error = error
+            actor.instance = None
+
+    def call(
+        self, actor: _FakeActor, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        self.record(ActorCall(actor.name, method, args, dict(kwargs)))
+        scripted = self._take_failure(actor, method)
+        if scripted is not None:
+            if isinstance(scripted, ActorDiedError):
+                self._die(actor, scripted)
+            raise scripted
+        if actor.status is not JobStatus.RUNNING:
+            raise actor.died_error()
+        with actor.lock:
+            instance = actor.instance
+            if instance is None:  # stopped while this call waited for the previous one
+                raise actor.died_error()
+            token = _current_actor.set(actor.context)
+            try:
+                with set_current_client(self.client):
+                    return getattr(instance, method)(*args, **kwargs)
+            finally:
+                _current_actor.reset(token)
+
+    def stop(self, actors: list[_FakeActor]) -> None:
+        with self.lock:
+            for actor in actors:
+                if not actor.status.is_finished:
+                    actor.status = JobStatus.STOPPED
+                actor.instance = None
+
+    def shutdown_all(self) -> None:
+        with self.lock:
+            groups = list(self.groups)
+        for group in groups:
+            group.shutdown()
+
+
+def _validate(actor_class: Any, name: Any, count: Any, resources: Any, actor_config: Any) -> None:
+    if not isinstance(actor_class, type):
+        raise InvalidRequestError.for_field("actor_class", actor_class, "must be a class")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InvalidRequestError.for_field(
+            "name", name, "actor names are 1-128 letters, digits, '-', '_' and '.'"
+        )
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidRequestError.for_field("count", count, "must be an integer >= 1")
+    if resources is not None and not isinstance(resources, ResourceConfig):
+        raise InvalidRequestError.for_field("resources", resources, "must be a ResourceConfig")
+    if actor_config is not None and not isinstance(actor_config, ActorConfig):
+        raise InvalidRequestError.for_field("actor_config", actor_config, "must be an ActorConfig")
