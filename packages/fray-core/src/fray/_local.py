@@ -514,31 +514,30 @@ class LocalActorGroup:
             ready = [a for a in self._actors if a.status is JobStatus.RUNNING]
             if len(ready) >= want:
                 break
-            failed = [a for a in self._actors if a.status in (JobStatus.FAILED, JobStatus.STOPPED)]
-            if total - len(failed) < want:
-                first = next((a for a in failed if a.error is not None), None)
-                raise ActorError(
-                    f"only {total - len(failed)} of {total} actors of {self.name} can become "
-                    f"ready, {want} were asked for"
-                    + (f"; {first.name} failed: {first.error!r}" if first else "")
-                ) from (first.error if first else None)
+            self._raise_if_unreachable(want)
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
             if not actor.ready.wait(remaining):
                 raise JobTimeoutError(
                     f"only {self.ready_count}/{want} actors of {self.name} ready after {timeout}s"
                 )
+        self._raise_if_unreachable(want)
         ready = [a for a in self._actors if a.status is JobStatus.RUNNING]
-        if len(ready) < want:
-            failed = next((a for a in self._actors if a.error is not None), None)
-            raise ActorError(
-                f"only {len(ready)} of {total} actors of {self.name} became ready, "
-                f"{want} were asked for"
-                + (f"; {failed.name} failed: {failed.error!r}" if failed else "")
-            ) from (failed.error if failed else None)
         handles = ready[:want]
         with self._lock:
             self._yielded.update(a.index for a in handles)
         return [a.context.handle for a in handles]
+
+    def _raise_if_unreachable(self, want: int) -> None:
+        """Raises when too many actors have failed or stopped for ``want`` to become ready."""
+        total = len(self._actors)
+        failed = [a for a in self._actors if a.status in (JobStatus.FAILED, JobStatus.STOPPED)]
+        if total - len(failed) >= want:
+            return
+        first = next((a for a in failed if a.error is not None), None)
+        raise ActorError(
+            f"only {total - len(failed)} of {total} actors of {self.name} can become ready, "
+            f"{want} were asked for" + (f"; {first.name} failed: {first.error!r}" if first else "")
+        ) from (first.error if first else None)
 
     def discover_new(self) -> list[Any]:
         """Handles of ready actors not returned before."""
