@@ -1,7 +1,20 @@
-"""Fray's Ray backend.
+"""Fray's Ray backend: :class:`RayClient` runs Fray jobs and actors on a Ray cluster.
 
-This release ships the package skeleton only: the `RayClient` lands with the Ray backend work.
-Asking for the `ray` backend raises `fray.errors.BackendUnavailableError` until then.
+``FRAY_CLIENT_SPEC=ray`` (or ``ray?namespace=N``, ``ray://host:port``) selects it; code
+already running inside Ray gets it from ``fray.current_client()`` without a spec.
 """
 
-__all__: list[str] = []
+from fray_ray._actors import RayActorFuture, RayActorGroup, RayActorHandle
+from fray_ray._client import RayClient
+from fray_ray._convert import HEAD_NODE_RESOURCE
+from fray_ray._jobs import RayJobHandle, RemoteJobHandle
+
+__all__ = [
+    "HEAD_NODE_RESOURCE",
+    "RayActorFuture",
+    "RayActorGroup",
+    "RayActorHandle",
+    "RayClient",
+    "RayJobHandle",
+    "RemoteJobHandle",
+]

@@ -1,0 +1,159 @@
+"""RayClient against raw Ray doing the same work, side by side in one Ray session.
+
+Rows: sync actor calls, trivial callable jobs one at a time (submit -> result), and a batch
+of trivial jobs submitted together then awaited. Each repeat runs the raw side and the Fray
+side back to back (order alternating); the ratio is Fray throughput / raw throughput, the
+median over repeats; the first repeat is a discarded warm-up.
+
+Run: ``python benchmarks/bench_ray.py`` (or through ``benchmarks/run.py``).
+"""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+TARGET = 0.9
+
+
+def noop() -> int:
+    return 1
+
+
+class Echo:
+    def ping(self) -> int:
+        return 1
+
+
+def _timed(fn: Callable[[], None], n: int) -> float:
+    start = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - start)  # operations per second
+
+
+def _compare(
+    name: str, raw: Callable[[], None], fray: Callable[[], None], n: int, repeats: int
+) -> dict[str, Any]:
+    ratios: list[float] = []
+    raw_rates: list[float] = []
+    fray_rates: list[float] = []
+    for i in range(repeats + 1):
+        if i % 2:
+            f, r = _timed(fray, n), _timed(raw, n)
+        else:
+            r, f = _timed(raw, n), _timed(fray, n)
+        if i == 0:
+            continue  # warm-up: worker start, imports, caches
+        raw_rates.append(r)
+        fray_rates.append(f)
+        ratios.append(f / r)
+    ratio = statistics.median(ratios)
+    return {
+        "name": name,
+        "target": f">= {TARGET}x raw Ray throughput",
+        "measured": round(statistics.median(fray_rates), 1),
+        "unit": "ops/s",
+        "ratio": round(ratio, 3),
+        "passed": ratio >= TARGET,
+        "note": (
+            f"raw Ray {statistics.median(raw_rates):.1f} ops/s; ratios "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+        ),
+    }
+
+
+def run(repeats: int = 5) -> list[dict[str, Any]]:
+    import ray
+
+    from fray import Entrypoint, JobRequest, wait_all
+    from fray_ray import RayClient
+
+    root = tempfile.mkdtemp(prefix="fb", dir="/tmp")
+    os.makedirs(os.path.join(root, "ray"))
+    os.environ["RAY_TMPDIR"] = root
+    os.environ.pop("RAY_ADDRESS", None)
+    sys.path.insert(0, os.path.dirname(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")) if p
+    )
+    ray.init(
+        address="local",
+        num_cpus=4,
+        resources={"head_node": 1},
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=root,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        import bench_ray as here  # functions pickle by reference from the module
+
+        client = RayClient(namespace="bench", echo_logs=False)
+        raw_noop: Any = ray.remote(max_retries=0)(here.noop)
+        raw_actor: Any = ray.remote(here.Echo).options(num_cpus=0).remote()
+        ray.get(raw_actor.ping.remote())
+        fray_actor = client.create_actor(here.Echo, name="echo")
+        request = JobRequest(name="noop", entrypoint=Entrypoint.from_callable(here.noop))
+
+        calls = 500
+
+        def raw_calls() -> None:
+            for _ in range(calls):
+                ray.get(raw_actor.ping.remote())
+
+        def fray_calls() -> None:
+            for _ in range(calls):
+                fray_actor.ping()
+
+        rows.append(_compare("ray: sync actor call", raw_calls, fray_calls, calls, repeats))
+
+        jobs = 100
+
+        def raw_jobs() -> None:
+            for _ in range(jobs):
+                ray.get(raw_noop.remote())
+
+        def fray_jobs() -> None:
+            for _ in range(jobs):
+                client.submit(request).result()
+
+        rows.append(
+            _compare("ray: trivial callable job, one at a time", raw_jobs, fray_jobs, jobs, repeats)
+        )
+
+        batch = 200
+
+        def raw_batch() -> None:
+            ray.get([raw_noop.remote() for _ in range(batch)])
+
+        def fray_batch() -> None:
+            wait_all([client.submit(request) for _ in range(batch)])
+
+        rows.append(
+            _compare(
+                "ray: 200 trivial jobs, submitted together", raw_batch, fray_batch, batch, repeats
+            )
+        )
+        client.shutdown()
+        ray.kill(raw_actor)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(int(sys.argv[1]) if len(sys.argv) > 1 else 5):
+        mark = "pass" if row["passed"] else "MISS"
+        ratio = row["ratio"]
+        print(f"{row['name']:<45} {row['measured']:>10} {row['unit']:<6} x{ratio:<6} {mark}")
+        print(f"    {row['note']}")

@@ -1,0 +1,586 @@
+"""``RayClient``: Fray jobs and actors on a Ray cluster."""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import secrets
+import threading
+import time
+from types import TracebackType
+from typing import Any, ClassVar, Self, TypeVar
+
+from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
+from fray import _client as fray_client
+from fray.environment_variables import FRAY_CLIENT_SPEC, FRAY_JOB_ID
+from fray.errors import (
+    ActorError,
+    BackendUnavailableError,
+    FrayError,
+    InvalidRequestError,
+    JobNotFoundError,
+)
+from fray_ray._actors import ActorHost, RayActorGroup, RayActorHandle, _Member
+from fray_ray._convert import (
+    HEAD_NODE_RESOURCE,
+    actor_options,
+    command_options,
+    runtime_env,
+    task_options,
+)
+from fray_ray._jobs import (
+    CallableJob,
+    CommandJob,
+    RayJobHandle,
+    RemoteJobHandle,
+    SubmittedJobHandle,
+    _Job,
+    api_job_info,
+)
+from fray_ray._registry import JobRegistry
+from fray_ray._worker import current_job, execute
+
+__all__ = ["RayClient"]
+
+T = TypeVar("T")
+logger = logging.getLogger("fray.ray")
+
+DEFAULT_NAMESPACE = "fray"
+REGISTRY_NAMESPACE = "fray-internal"
+
+_registries: dict[tuple[str, str], tuple[str, Any]] = {}
+_registries_lock = threading.Lock()
+
+
+def _driver_registry(parts: type[_RemoteParts]) -> tuple[str, Any]:
+    """The job registry of this driver process in the connected Ray session: one actor,
+    shared by every RayClient of the process, created on first use, gone with the driver."""
+    import ray
+
+    context = ray.get_runtime_context()
+    key = (str(context.gcs_address), str(context.get_job_id()))
+    with _registries_lock:
+        found = _registries.get(key)
+        if found is None:
+            name = f"fray-registry-{os.getpid()}-{secrets.token_hex(3)}"
+            actor = parts.registry.options(
+                name=name, namespace=REGISTRY_NAMESPACE, num_cpus=0, max_concurrency=1
+            ).remote()
+            found = _registries[key] = (name, actor)
+        return found
+
+
+class _RemoteParts:
+    """Ray objects made remote once per process."""
+
+    lock = threading.Lock()
+    execute: Any = None
+    host: Any = None
+    registry: Any = None
+
+    @classmethod
+    def load(cls) -> type[_RemoteParts]:
+        if cls.execute is None:
+            import ray
+
+            with cls.lock:
+                if cls.execute is None:
+                    cls.host = ray.remote(ActorHost)
+                    cls.registry = ray.remote(JobRegistry)
+                    cls.execute = ray.remote(max_retries=0)(execute)
+        return cls
+
+
+class RayClient:
+    """Runs Fray jobs and actors on Ray.
+
+    Args:
+        address: A Ray address (``"ray://host:port"`` for Ray Client, ``"host:port"`` or
+            ``"auto"``); ``None`` uses the Ray this process is already connected to, else
+            ``RAY_ADDRESS``, else starts a local Ray (with the dashboard, for command jobs,
+            and a ``head_node`` resource) that :meth:`shutdown` stops again.
+        namespace: Where this client's actors and job registry live (``"fray"``).
+        echo_logs: Also print job output in the workers (Ray forwards it to the driver).
+    """
+
+    scheme = "ray"
+    _worker_clients: ClassVar[dict[tuple[str, str], RayClient]] = {}
+    _worker_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        namespace: str | None = None,
+        echo_logs: bool = True,
+        _registry: str | None = None,
+    ) -> None:
+        import ray
+
+        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+            raise InvalidRequestError.for_field("namespace", namespace, "a non-empty string")
+        self.namespace = namespace or DEFAULT_NAMESPACE
+        self.echo_logs = echo_logs
+        self.is_shutdown = False
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _Job] = {}
+        self._groups: list[RayActorGroup] = []
+        self._tpu_jobs: dict[str, Any] = {}
+        self._owns_ray = False
+        self._dashboard: str | None = None
+        self._jobs_api: Any = None
+        self._resources: dict[str, float] | None = None
+        self.executor = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fray-ray")
+        self._parts = _RemoteParts.load()
+        if _registry is not None:  # a client inside a job or actor: the driver's registry
+            self.mirrors = True
+            self.registry_name = _registry
+            self._owns_registry = False
+            self._registry: Any = None
+            return
+        self.mirrors = False
+        if not ray.is_initialized():
+            self._connect(address)
+        elif address is not None:
+            raise InvalidRequestError.for_field(
+                "address",
+                address,
+                "this process is already connected to Ray; pass no address to use that "
+                "connection (or ray.shutdown() first)",
+            )
+        self.registry_name, self._registry = _driver_registry(self._parts)
+        self._owns_registry = False
+
+    def _connect(self, address: str | None) -> None:
+        import ray
+
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        try:
+            if address is None:
+                context = ray.init(
+                    address="local",
+                    include_dashboard=True,
+                    resources={HEAD_NODE_RESOURCE: 1},
+                    log_to_driver=self.echo_logs,
+                )
+                self._owns_ray = True
+            else:
+                context = ray.init(address=address, log_to_driver=self.echo_logs)
+        except ConnectionError as exc:
+            raise BackendUnavailableError(f"cannot connect to Ray at {address}: {exc}") from exc
+        self._dashboard = getattr(context, "dashboard_url", None) or None
+
+    @classmethod
+    def from_spec(cls, spec: fray_client.ClientSpec) -> RayClient:
+        """``ray``, ``ray?namespace=N`` or ``ray://host:port[?namespace=N]``."""
+        spec.reject_unknown({"namespace"}, address=True)
+        address = f"ray://{spec.address}" if spec.address is not None else None
+        return cls(address, namespace=spec.params.get("namespace"))
+
+    @classmethod
+    def for_job(cls, namespace: str, registry: str) -> RayClient:
+        """The client that code inside a job or actor gets from ``current_client()``."""
+        key = (namespace, registry)
+        client = cls._worker_clients.get(key)
+        if client is None or client.is_shutdown:
+            with cls._worker_lock:
+                client = cls._worker_clients.get(key)
+                if client is None or client.is_shutdown:
+                    client = cls(namespace=namespace, echo_logs=True, _registry=registry)
+                    cls._worker_clients[key] = client
+        return client
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"RayClient(namespace={self.namespace!r}, jobs={len(self._jobs)})"
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.is_shutdown:
+            raise FrayError("this RayClient was shut down; create a new one")
+
+    def _new_job_id(self, name: str) -> tuple[str, str | None]:
+        parent = current_job()
+        own = f"{name}-{secrets.token_hex(4)}"
+        return (f"{parent}/{own}" if parent else own), parent
+
+    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> Any:
+        """Starts a job: a Ray task per replica (callable), a Ray job (command) or a TPU gang.
+
+        ``adopt_existing`` has no effect: job names are not unique on Ray (every submit
+        starts a new job with a new id).
+        """
+        self._check_open()
+        if not isinstance(request, JobRequest):
+            raise InvalidRequestError.for_field("request", request, "must be a JobRequest")
+        job_id, parent = self._new_job_id(request.name)
+        if isinstance(request.resources.device, TpuConfig):
+            return self._submit_tpu(request, job_id)
+        self._check_head_node(request.resources, "JobRequest.resources.preemptible")
+        if request.entrypoint.is_callable:
+            job: _Job = CallableJob(
+                self, job_id, request, parent, self._parts.execute, task_options(request)
+            )
+        else:
+            job = CommandJob(self, job_id, request, parent, self._command_kwargs(request, job_id))
+            self.jobs_api()
+        with self._lock:
+            self._jobs[job_id] = job
+        if self.mirrors:  # recorded before it runs, so its parent can see it at once
+            self._registry_call("put", job_id, job.record(), wait=True)
+        job.start()
+        if self.mirrors and not job.done.is_set():
+            self._registry_call("put", job_id, job.record(), wait=True)
+        return RayJobHandle(job)
+
+    def _command_kwargs(self, request: JobRequest, job_id: str) -> dict[str, Any]:
+        kwargs = command_options(request)
+        env_vars = dict(request.env_vars)
+        # The command's own jobs use this cluster and become its children.
+        env_vars.setdefault(FRAY_CLIENT_SPEC, f"ray?namespace={self.namespace}")
+        env_vars[FRAY_JOB_ID] = job_id
+        env = runtime_env(request.environment, env_vars)
+        kwargs["runtime_env"] = env
+        return kwargs
+
+    def _submit_tpu(self, request: JobRequest, job_id: str) -> Any:
+        try:
+            from fray_tpu import ray as tpu_ray  # pyright: ignore[reportAttributeAccessIssue]
+
+            submit_tpu_job = tpu_ray.submit_tpu_job
+        except (ImportError, AttributeError) as exc:
+            raise BackendUnavailableError(
+                "TPU jobs on Ray need fray-tpu's gang orchestration (fray_tpu.ray); "
+                f'install it with: pip install "fray-tpu[ray]" ({exc})'
+            ) from exc
+        handle = submit_tpu_job(request, job_id=job_id)
+        with self._lock:
+            self._tpu_jobs[job_id] = handle
+        return handle
+
+    def _check_head_node(self, resources: ResourceConfig, field: str) -> None:
+        if resources.preemptible:
+            return
+        import ray
+
+        if self._resources is None or HEAD_NODE_RESOURCE not in self._resources:
+            self._resources = dict(ray.cluster_resources())
+        if HEAD_NODE_RESOURCE not in self._resources:
+            raise InvalidRequestError.for_field(
+                field,
+                False,
+                f"preemptible=False pins work to the head node through the "
+                f"'{HEAD_NODE_RESOURCE}' resource, which this cluster does not have; start "
+                f"the head with --resources='{{\"{HEAD_NODE_RESOURCE}\": 1}}'",
+            )
+
+    def jobs_api(self) -> Any:
+        """Ray's ``JobSubmissionClient`` for this cluster (command jobs need the dashboard)."""
+        if self._jobs_api is None:
+            import ray
+            from ray.job_submission import JobSubmissionClient
+
+            address = self._dashboard or ray.get_runtime_context().gcs_address
+            try:
+                self._jobs_api = JobSubmissionClient(address)
+            except Exception as exc:
+                raise BackendUnavailableError(
+                    "command jobs on Ray run through Ray's Jobs API, which needs the Ray "
+                    f"dashboard; it is not reachable ({type(exc).__name__}: {exc}). Start Ray "
+                    "with the dashboard, or run the command from a callable job"
+                ) from exc
+        return self._jobs_api
+
+    def job_finished(self, job: _Job) -> None:
+        """Called once per job when it ends (records nested jobs in the registry)."""
+        if self.mirrors:
+            value = job.value if job.status is JobStatus.SUCCEEDED else None
+            self._registry_call("finish", job.job_id, job.record(), value, job.lines, wait=True)
+
+    def cancel_refs(self, refs: list[Any], *, wait: bool = False) -> None:
+        """Cancels Ray tasks (force: the worker and everything it started dies)."""
+        import ray
+
+        for ref in refs:
+            try:
+                ray.cancel(ref, force=True, recursive=True)
+            except Exception as exc:  # already finished, or its owner is gone
+                logger.debug("cancel of %s: %s", ref, exc)
+        if wait and refs:
+            ray.wait(refs, num_returns=len(refs), timeout=60)
+
+    def end_children_of(self, job_id: str) -> None:
+        """Stops the children of a job that has ended (children die with their parent)."""
+        with self._lock:
+            children = [
+                j for j in self._jobs.values() if j.parent == job_id and not j.done.is_set()
+            ]
+        for child in children:
+            child.terminate()
+
+    def stop_descendants(self, job_id: str, *, include_self: bool = False) -> None:
+        """Marks every job below ``job_id`` as stopped and stops the ones this client owns."""
+        ids = self.registry_descendants(job_id)
+        if include_self:
+            ids.append(job_id)
+        with self._lock:
+            local = [
+                self._jobs[i] for i in ids if i in self._jobs and not self._jobs[i].done.is_set()
+            ]
+            local += [j for j in self._jobs.values() if j.parent == job_id and not j.done.is_set()]
+        for job in local:
+            job.terminate()
+        if ids:
+            self._registry_call("request_stop", ids, wait=True)
+
+    # -- the registry ------------------------------------------------------------------------
+
+    def _registry_actor(self) -> Any:
+        if self._registry is None:
+            import ray
+
+            self._registry = ray.get_actor(self.registry_name, namespace=REGISTRY_NAMESPACE)
+        return self._registry
+
+    def _registry_call(self, method: str, *args: Any, wait: bool = True) -> Any:
+        import ray
+
+        try:
+            ref = getattr(self._registry_actor(), method).remote(*args)
+            return ray.get(ref, timeout=60) if wait else None
+        except Exception as exc:
+            if self.mirrors:
+                logger.debug("job registry %s unreachable: %s", self.registry_name, exc)
+                return None
+            raise FrayError(f"the job registry of this RayClient is gone: {exc}") from exc
+
+    def registry_get(self, job_id: str) -> dict[str, Any] | None:
+        return self._registry_call("get", job_id)
+
+    def registry_logs(self, job_id: str) -> list[str]:
+        return self._registry_call("logs", job_id) or []
+
+    def registry_result(self, job_id: str) -> tuple[bool, Any]:
+        return self._registry_call("result", job_id) or (False, None)
+
+    def registry_descendants(self, job_id: str) -> list[str]:
+        return self._registry_call("descendants", job_id) or []
+
+    def children_of(self, job_id: str) -> list[str]:
+        with self._lock:
+            local = [j.job_id for j in self._jobs.values() if j.parent == job_id]
+        remote = self._registry_call("children", job_id) or []
+        return local + [c for c in remote if c not in local]
+
+    def list_jobs(self) -> list[JobInfo]:
+        """Every job of this client and the jobs submitted from inside them, oldest first."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+            tpu = list(self._tpu_jobs.values())
+        infos = {job.job_id: job.info() for job in jobs}
+        for handle in tpu:
+            info = handle.info()
+            infos[info.job_id] = info
+        roots = tuple(f"{job.job_id}/" for job in jobs)
+        for info in self._api_jobs():
+            infos.setdefault(info.job_id, info)
+        for record in self._registry_call("list") or []:
+            if record["job_id"] not in infos and record["job_id"].startswith(roots):
+                fields = {k: v for k, v in record.items() if k in JobInfo.model_fields}
+                infos[record["job_id"]] = JobInfo(**fields)
+        return sorted(infos.values(), key=lambda info: info.submitted_at or 0.0)
+
+    def _api_details(self) -> list[Any]:
+        """Fray command jobs in the cluster's Jobs API (any driver's), if it is reachable."""
+        if self.mirrors:
+            return []
+        try:
+            jobs = self.jobs_api().list_jobs()
+        except Exception as exc:
+            logger.debug("Ray Jobs API not reachable: %s", exc)
+            return []
+        return [d for d in jobs if (d.metadata or {}).get("fray_job_id")]
+
+    def _api_jobs(self) -> list[JobInfo]:
+        return [api_job_info(d) for d in self._api_details()]
+
+    def get_job(self, job_id: str) -> Any:
+        """A handle to a job of this client or of its job tree."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            tpu = self._tpu_jobs.get(job_id)
+        if job is not None:
+            return RayJobHandle(job)
+        if tpu is not None:
+            return tpu
+        if self.registry_get(job_id) is not None:
+            return RemoteJobHandle(self, job_id)
+        for details in self._api_details():
+            if (details.metadata or {}).get("fray_job_id") == job_id:
+                return SubmittedJobHandle(self, details.submission_id, job_id)
+        raise JobNotFoundError(f"no job {job_id!r} in this RayClient's job tree")
+
+    # -- actors ------------------------------------------------------------------------------
+
+    def create_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> RayActorHandle:
+        """Creates one actor (named ``{name}-0``) and returns its handle once it is ready.
+
+        Raises:
+            ActorError: ``__init__`` raised (chained as ``__cause__``).
+        """
+        group = self.create_actor_group(
+            actor_class,
+            *args,
+            name=name,
+            count=1,
+            resources=resources,
+            actor_config=actor_config,
+            **kwargs,
+        )
+        return group.wait_ready(timeout=None)[0]
+
+    def create_actor_group(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        count: int,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> RayActorGroup:
+        """Creates ``count`` Ray actors named ``{name}-{i}`` in this client's namespace.
+
+        Preemptible actors restart when they die (``max_restarts=-1`` unless
+        ``actor_config`` says otherwise); ``preemptible=False`` pins them to the head node.
+        """
+        from fray._local import _validate_actor_args
+
+        self._check_open()
+        _validate_actor_args(actor_class, name, count, resources, actor_config)
+        config = actor_config or ActorConfig()
+        options = actor_options(resources)
+        preemptible = resources is None or resources.preemptible
+        if resources is not None:
+            self._check_head_node(resources, "resources.preemptible")
+        restarts = config.max_restarts
+        if restarts is None:
+            restarts = -1 if preemptible else 0
+        options.update(
+            namespace=self.namespace,
+            max_concurrency=config.max_concurrency,
+            max_restarts=restarts,
+            max_task_retries=config.max_task_retries or 0,
+        )
+        members: list[_Member] = []
+        created: list[RayActorHandle] = []
+        try:
+            for index in range(count):
+                actor_name = f"{name}-{index}"
+                try:
+                    actor = self._parts.host.options(name=actor_name, **options).remote(
+                        actor_class,
+                        args,
+                        kwargs,
+                        actor_name,
+                        self.namespace,
+                        index,
+                        name,
+                        self.registry_name,
+                    )
+                except ValueError as exc:
+                    raise ActorError(
+                        f"an actor named {actor_name!r} already exists in namespace "
+                        f"{self.namespace!r}"
+                    ) from exc
+                handle = RayActorHandle(actor_name, self.namespace, actor)
+                created.append(handle)
+                members.append(_Member(handle, actor.fray_ready.remote()))
+        except BaseException:
+            self.kill_actors(created)
+            raise
+        group = RayActorGroup(self, name, members)
+        with self._lock:
+            self._groups.append(group)
+        return group
+
+    def kill_actors(self, handles: list[RayActorHandle], *, wait: bool = True) -> None:
+        """Kills actors for good and, with ``wait``, returns once their names are free."""
+        import ray
+
+        for handle in handles:
+            actor = handle._actor  # pyright: ignore[reportPrivateUsage]
+            if actor is None:
+                continue
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception as exc:
+                logger.debug("kill of actor %s: %s", handle.name, exc)
+        if not wait:
+            return
+        deadline = time.monotonic() + 30
+        for handle in handles:
+            delay = 0.01
+            while time.monotonic() < deadline:
+                try:
+                    ray.get_actor(handle.name, namespace=self.namespace)
+                except ValueError:
+                    break
+                time.sleep(delay)  # the GCS frees the name asynchronously after the kill
+                delay = min(delay * 2, 0.2)
+
+    def forget_group(self, group: RayActorGroup) -> None:
+        with self._lock:
+            if group in self._groups:
+                self._groups.remove(group)
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stops every job and actor this client started; stops Ray if it started it."""
+        with self._lock:
+            if self.is_shutdown:
+                return
+            self.is_shutdown = True
+            jobs = [j for j in self._jobs.values() if not j.done.is_set()]
+            groups = list(self._groups)
+            tpu = list(self._tpu_jobs.values())
+        threads = [threading.Thread(target=job.terminate, daemon=True) for job in jobs]
+        threads += [threading.Thread(target=h.terminate, daemon=True) for h in tpu]
+        for thread in threads:
+            thread.start()
+        for group in groups:
+            group.shutdown()
+        for thread in threads:
+            thread.join(timeout=120)
+        self.executor.shutdown(wait=wait)
+        fray_client.forget_default(self)
+        if self._owns_ray:
+            import ray
+
+            with _registries_lock:
+                _registries.clear()
+            ray.shutdown()

@@ -1,0 +1,203 @@
+"""Translation at the Ray boundary: Fray requests to Ray options, Ray errors to Fray's.
+
+Everything in a :class:`~fray.ResourceConfig` either becomes a Ray option or is rejected with
+an :class:`~fray.errors.InvalidRequestError`; nothing is dropped on the way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fray import CpuConfig, EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
+from fray.errors import InvalidRequestError
+
+__all__ = [
+    "HEAD_NODE_RESOURCE",
+    "REGION_LABEL",
+    "ZONE_LABEL",
+    "actor_options",
+    "is_preemption",
+    "runtime_env",
+    "task_options",
+]
+
+HEAD_NODE_RESOURCE = "head_node"
+"""The custom resource that marks the head node; ``preemptible=False`` work asks for it."""
+
+REGION_LABEL = "ray.io/availability-region"
+ZONE_LABEL = "ray.io/availability-zone"
+ACCELERATOR_LABEL = "ray.io/accelerator-type"
+
+# A tiny share of the head-node resource: pins the work there without using it up.
+_HEAD_SHARE = 0.001
+
+# Fray's GPU names -> Ray's accelerator_type names (ray.util.accelerators constants).
+_RAY_GPU_NAMES = {
+    "A100": "A100",
+    "A100-40G": "A100-40G",
+    "A100-80G": "A100-80G",
+    "H100": "H100",
+    "H200": "H200",
+    "B200": "B200",
+    "L4": "L4",
+    "T4": "T4",
+    "V100": "V100",
+    "A10G": "A10G",
+    "L40S": "L40S",
+}
+
+
+def _ray_gpu_name(variant: str) -> str:
+    return _RAY_GPU_NAMES.get(variant, variant)
+
+
+def _scheduling(resources: ResourceConfig, field: str) -> dict[str, Any]:
+    """Options shared by tasks, actors: GPUs, custom resources, placement labels."""
+    options: dict[str, Any] = {}
+    custom: dict[str, float] = {}
+    labels: dict[str, str] = {}
+    device = resources.device
+    if isinstance(device, GpuConfig):
+        options["num_gpus"] = device.count
+        if device.variant != "auto":
+            options["accelerator_type"] = _ray_gpu_name(device.variant)
+    elif isinstance(device, TpuConfig):  # routed to fray_tpu before we get here
+        raise InvalidRequestError.for_field(
+            f"{field}.device", device.variant, "TPU requests run through fray_tpu gangs"
+        )
+    if resources.device_alternatives:
+        if not isinstance(device, GpuConfig):
+            raise InvalidRequestError.for_field(
+                f"{field}.device_alternatives",
+                resources.device_alternatives,
+                "on Ray, alternatives apply to GPUs (they become an "
+                f"'{ACCELERATOR_LABEL}' label choice)",
+            )
+        names = [_ray_gpu_name(v) for v in (device.variant, *resources.device_alternatives)]
+        options.pop("accelerator_type", None)
+        labels[ACCELERATOR_LABEL] = f"in({','.join(names)})"
+    if not resources.preemptible:
+        custom[HEAD_NODE_RESOURCE] = _HEAD_SHARE
+    if resources.regions:
+        labels[REGION_LABEL] = f"in({','.join(resources.regions)})"
+    if resources.zone is not None:
+        labels[ZONE_LABEL] = resources.zone
+    if custom:
+        options["resources"] = custom
+    if labels:
+        options["label_selector"] = labels
+    return options
+
+
+def _reject_disk(resources: ResourceConfig, field: str) -> None:
+    if "disk" in resources.model_fields_set:
+        raise InvalidRequestError.for_field(
+            f"{field}.disk",
+            resources.disk,
+            "Ray cannot reserve disk; leave `disk` unset on Ray (or express it as a custom "
+            "resource your nodes advertise)",
+        )
+
+
+def task_options(request: JobRequest) -> dict[str, Any]:
+    """``remote_function.options(...)`` for one replica of a callable job."""
+    resources = request.resources
+    _reject_disk(resources, "JobRequest.resources")
+    if request.isolation == "thread":
+        raise InvalidRequestError.for_field(
+            "JobRequest.isolation",
+            request.isolation,
+            "'auto' or 'process': every Ray job runs in a worker process",
+        )
+    options = _scheduling(resources, "JobRequest.resources")
+    options["num_cpus"] = resources.cpu
+    options["memory"] = resources.ram_bytes
+    env = runtime_env(request.environment, request.env_vars)
+    if env:
+        options["runtime_env"] = env
+    return options
+
+
+def command_options(request: JobRequest) -> dict[str, Any]:
+    """``JobSubmissionClient.submit_job`` keyword arguments (except the entrypoint)."""
+    resources = request.resources
+    _reject_disk(resources, "JobRequest.resources")
+    scheduling = _scheduling(resources, "JobRequest.resources")
+    if "label_selector" in scheduling:
+        raise InvalidRequestError.for_field(
+            "JobRequest.resources",
+            {"regions": resources.regions, "zone": resources.zone},
+            "Ray's Jobs API cannot place a command job by region, zone or GPU alternatives; "
+            "run the command from a callable job instead",
+        )
+    options: dict[str, Any] = {"entrypoint_num_cpus": resources.cpu}
+    options["entrypoint_memory"] = resources.ram_bytes
+    if "num_gpus" in scheduling:
+        options["entrypoint_num_gpus"] = scheduling["num_gpus"]
+        if "accelerator_type" in scheduling:
+            custom = dict(scheduling.get("resources", {}))
+            custom[f"accelerator_type:{scheduling['accelerator_type']}"] = _HEAD_SHARE
+            scheduling["resources"] = custom
+    if "resources" in scheduling:
+        options["entrypoint_resources"] = scheduling["resources"]
+    return options
+
+
+def actor_options(resources: ResourceConfig | None) -> dict[str, Any]:
+    """``ActorClass.options(...)`` for an actor. ``None`` reserves nothing (Ray's default for
+    a running actor is zero CPUs)."""
+    if resources is None:
+        return {"num_cpus": 0}
+    _reject_disk(resources, "resources")
+    options = _scheduling(resources, "resources")
+    options["num_cpus"] = resources.cpu
+    options["memory"] = resources.ram_bytes
+    return options
+
+
+def runtime_env(environment: EnvironmentConfig | None, env_vars: dict[str, str]) -> dict[str, Any]:
+    """Ray's runtime_env for an :class:`~fray.EnvironmentConfig` (env vars already merged)."""
+    env: dict[str, Any] = {}
+    if env_vars:
+        env["env_vars"] = dict(env_vars)
+    if environment is None:
+        return env
+    if environment.pip_packages:
+        env["pip"] = list(environment.pip_packages)
+    if environment.workspace is not None:
+        env["working_dir"] = environment.workspace
+    if environment.docker_image is not None:
+        env["image_uri"] = environment.docker_image
+    if environment.extras:
+        raise InvalidRequestError.for_field(
+            "EnvironmentConfig.extras",
+            environment.extras,
+            "Ray installs packages, not a project's extras; list the packages in "
+            "pip_packages instead",
+        )
+    return env
+
+
+def is_cpu_only(resources: ResourceConfig) -> bool:
+    """Whether the request has no accelerator."""
+    return isinstance(resources.device, CpuConfig)
+
+
+_PREEMPTION_ERRORS = (
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "NodeDiedError",
+    "OwnerDiedError",
+    "WorkerCrashedError",
+    "TaskUnschedulableError",
+    "ObjectLostError",
+    "ObjectReconstructionFailedError",
+    "RaySystemError",
+    "LocalRayletDiedError",
+    "OutOfMemoryError",
+)
+
+
+def is_preemption(exc: BaseException) -> bool:
+    """Whether a Ray error means the attempt was lost to the cluster, not to the user's code."""
+    return any(cls.__name__ in _PREEMPTION_ERRORS for cls in type(exc).__mro__)

@@ -1,0 +1,116 @@
+"""The job registry: one small Ray actor per :class:`~fray_ray.RayClient`.
+
+Jobs submitted by the driver are tracked in the driver; the registry is where the rest of
+the job tree meets. Jobs submitted from inside a job (by a worker's client) record
+themselves here, so the driver can list them, re-attach to them by id and stop them with
+their parent; running jobs stream their output here in batches so ``logs(follow=True)``
+sees lines while the job runs. Trivial jobs never touch it.
+"""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+__all__ = ["JobRegistry"]
+
+_MAX_LINES = 100_000  # per job; older lines are dropped first
+_FINISHED = ("succeeded", "failed", "stopped")
+_FINAL_FIELDS = ("status", "finished_at", "error", "exit_code")
+
+
+class JobRegistry:
+    """Records keyed by job id. Plain class; made a Ray actor by the client."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, dict[str, Any]] = {}
+        self._logs: dict[str, list[str]] = {}
+        self._children: dict[str, list[str]] = {}
+        self._results: dict[str, Any] = {}
+        self._stops: set[str] = set()
+
+    def ping(self) -> bool:
+        return True
+
+    def put(self, job_id: str, fields: dict[str, Any]) -> None:
+        """Creates or updates a job's record (JobInfo fields)."""
+        with self._lock:
+            record = self._records.setdefault(job_id, {"job_id": job_id})
+            if record.get("status") in _FINISHED:  # a late update never reopens a job
+                fields = {k: v for k, v in fields.items() if k not in _FINAL_FIELDS}
+            record.update(fields)
+            parent = record.get("parent")
+            if parent is not None and job_id not in self._children.setdefault(parent, []):
+                self._children[parent].append(job_id)
+
+    def finish(self, job_id: str, fields: dict[str, Any], result: Any, lines: list[str]) -> None:
+        """Records a finished job: its final fields, return value and whole output."""
+        with self._lock:
+            self._records.setdefault(job_id, {"job_id": job_id}).update(fields)
+            self._results[job_id] = result
+            self._logs[job_id] = list(lines[-_MAX_LINES:])
+
+    def get(self, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            record = self._records.get(job_id)
+            if record is None:
+                return None
+            return {**record, "children": tuple(self._children.get(job_id, ()))}
+
+    def children(self, job_id: str) -> list[str]:
+        with self._lock:
+            return list(self._children.get(job_id, ()))
+
+    def descendants(self, job_id: str) -> list[str]:
+        """Every job below ``job_id``, deepest first."""
+        with self._lock:
+            found: list[str] = []
+            stack = list(self._children.get(job_id, ()))
+            while stack:
+                child = stack.pop()
+                found.append(child)
+                stack.extend(self._children.get(child, ()))
+            return found[::-1]
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                {**record, "children": tuple(self._children.get(job_id, ()))}
+                for job_id, record in self._records.items()
+            ]
+
+    def append_logs(self, job_id: str, lines: list[str]) -> None:
+        with self._lock:
+            buffer = self._logs.setdefault(job_id, [])
+            buffer.extend(lines)
+            if len(buffer) > _MAX_LINES:
+                del buffer[: len(buffer) - _MAX_LINES]
+
+    def logs(self, job_id: str, start: int = 0) -> list[str]:
+        with self._lock:
+            return list(self._logs.get(job_id, ())[start:])
+
+    def result(self, job_id: str) -> tuple[bool, Any]:
+        with self._lock:
+            if job_id in self._results:
+                return True, self._results[job_id]
+            return False, None
+
+    def request_stop(self, job_ids: list[str]) -> None:
+        """Marks jobs as to be stopped; their owners see it on their next check."""
+        with self._lock:
+            now = time.time()
+            for job_id in job_ids:
+                self._stops.add(job_id)
+                record = self._records.get(job_id)
+                if record is not None and record.get("status") in ("pending", "running"):
+                    record.update(status="stopped", finished_at=now)
+
+    def stop_requested(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._stops

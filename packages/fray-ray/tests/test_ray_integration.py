@@ -1,0 +1,201 @@
+"""RayClient on a real two-node local Ray: placement, preemption, runtime envs.
+
+The cluster: a head node (``head_node`` resource, 2 CPUs, dashboard on for command jobs) and
+a worker node labelled as region ``test-east1`` with 4 CPUs. Jobs that ask for 3 CPUs can only
+run on the worker, which lets a test kill "the node the job runs on".
+"""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fray import (
+    ActorConfig,
+    Entrypoint,
+    EnvironmentConfig,
+    JobRequest,
+    JobStatus,
+    ResourceConfig,
+)
+from fray.errors import InvalidRequestError
+from fray_ray import RayClient
+
+ray = pytest.importorskip("ray")
+from fray_testing.ray_cluster import LocalRayCluster  # noqa: E402
+
+REGION = "test-east1"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalRayCluster]:
+    tests_dir = os.path.dirname(__file__)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p
+    )
+    with LocalRayCluster(head_cpus=2, head_resources={"head_node": 1}, dashboard=True) as c:
+        c.add_node(num_cpus=4, labels={"ray.io/availability-region": REGION})
+        c.connect()
+        yield c
+
+
+@pytest.fixture
+def client(cluster: LocalRayCluster) -> Iterator[RayClient]:
+    client = RayClient(namespace=f"it-{secrets.token_hex(4)}", echo_logs=False)
+    yield client
+    client.shutdown()
+
+
+def node_id() -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
+class Where:
+    def node(self) -> str:
+        return node_id()
+
+
+def wait_for_file_then_block(path: str) -> str:
+    """Records the attempt in ``path`` and blocks on the first attempt; returns the node."""
+    with open(path, "a") as f:
+        f.write("x")
+    if os.path.getsize(path) == 1:
+        import time
+
+        while True:
+            time.sleep(0.05)
+    return node_id()
+
+
+def read_env(*names: str) -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in names}
+
+
+def import_pyjokes() -> str:
+    import pyjokes  # pyright: ignore[reportMissingImports]
+
+    return str(pyjokes.__name__)
+
+
+def test_head_node_pinned_actor_lands_on_the_head(client: RayClient, cluster: LocalRayCluster):
+    head = cluster.node_id(cluster.head_node)
+    pinned = client.create_actor(
+        Where, name="pinned", resources=ResourceConfig(cpu=0, preemptible=False)
+    )
+    assert pinned.node() == head
+    group = client.create_actor_group(
+        Where,
+        name="spread",
+        count=3,
+        resources=ResourceConfig(cpu=0, preemptible=False),
+        actor_config=ActorConfig(max_concurrency=2),
+    )
+    assert {h.node() for h in group.wait_ready(timeout=120)} == {head}
+    group.shutdown()
+
+
+def test_regions_become_a_label_requirement(client: RayClient, cluster: LocalRayCluster):
+    head = cluster.node_id(cluster.head_node)
+    job = client.submit(
+        JobRequest(
+            name="in-region",
+            entrypoint=Entrypoint.from_callable(node_id),
+            resources=ResourceConfig(cpu=0.5, ram="64m", regions=(REGION,)),
+        )
+    )
+    assert job.result(timeout=120) != head
+
+
+def test_disk_is_refused_on_ray(client: RayClient):
+    with pytest.raises(InvalidRequestError) as caught:
+        client.submit(
+            JobRequest(
+                name="disk",
+                entrypoint=Entrypoint.from_callable(node_id),
+                resources=ResourceConfig(disk="100g"),
+            )
+        )
+    assert caught.value.field == "JobRequest.resources.disk"
+
+
+def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):
+    env = EnvironmentConfig(env_vars={"FRAY_IT_COLOUR": "teal", "FRAY_IT_SHAPE": "cube"})
+    job = client.submit(
+        JobRequest(
+            name="env-callable",
+            entrypoint=Entrypoint.from_callable(read_env, args=("FRAY_IT_COLOUR", "FRAY_IT_SHAPE")),
+            resources=ResourceConfig(cpu=0.5, ram="64m"),
+            environment=env,
+        )
+    )
+    assert job.result(timeout=120) == {"FRAY_IT_COLOUR": "teal", "FRAY_IT_SHAPE": "cube"}
+    command = client.submit(
+        JobRequest(
+            name="env-command",
+            entrypoint=Entrypoint.from_command(
+                sys.executable,
+                "-c",
+                "import os; print('colour=' + os.environ['FRAY_IT_COLOUR'])",
+            ),
+            resources=ResourceConfig(cpu=0.5, ram="64m"),
+            environment=env,
+        )
+    )
+    assert command.wait(timeout=120) is JobStatus.SUCCEEDED
+    assert "colour=teal" in list(command.logs())
+
+
+def test_killed_worker_node_is_a_preemption_and_the_job_reruns(
+    client: RayClient, cluster: LocalRayCluster, tmp_path: Path
+):
+    marker = tmp_path / "attempts"
+    job = client.submit(
+        JobRequest(
+            name="survivor",
+            entrypoint=Entrypoint.from_callable(wait_for_file_then_block, args=(str(marker),)),
+            resources=ResourceConfig(cpu=3, ram="64m"),  # only the worker node has 3 CPUs
+            max_retries_preemption=2,
+            max_retries_failure=0,
+        )
+    )
+    deadline_wait(lambda: marker.exists() and marker.stat().st_size == 1)
+    [worker] = [n for n in cluster.alive_nodes() if n is not cluster.head_node]
+    cluster.kill_node(worker, preemption=True)
+    replacement = cluster.add_node(num_cpus=4, labels={"ray.io/availability-region": REGION})
+    assert job.result(timeout=180) == cluster.node_id(replacement)
+    info = job.info()
+    assert (info.attempts, info.preemptions, info.failures) == (2, 1, 0)
+    assert info.status is JobStatus.SUCCEEDED
+
+
+def test_pip_runtime_env_installs_a_package(client: RayClient):
+    with pytest.raises(ImportError):
+        import_pyjokes()  # not in the test environment
+    job = client.submit(
+        JobRequest(
+            name="pip",
+            entrypoint=Entrypoint.from_callable(import_pyjokes),
+            resources=ResourceConfig(cpu=0.5, ram="64m"),
+            environment=EnvironmentConfig(pip_packages=("pyjokes",)),
+        )
+    )
+    assert job.result(timeout=300) == "pyjokes"
+
+
+def deadline_wait(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(delay)  # polling a bounded wait
+        delay = min(delay * 2, 0.2)
