@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -180,14 +181,22 @@ def test_ray_only_when_initialised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", FakeRay)
     assert isinstance(current_client(), LocalClient)
     FakeRay.is_initialized = staticmethod(lambda: True)  # type: ignore[method-assign]
-    # Ray is initialised: the ray backend is chosen (unavailable in this release -> clear error,
-    # or a RayClient when fray-ray provides one).
-    try:
-        chosen = current_client()
-    except BackendUnavailableError as err:
-        assert "ray" in str(err)
-    else:
-        assert chosen.scheme == "ray"
+
+    class StubRayClient:
+        scheme = "ray"
+        is_shutdown = False
+
+    made: list[str] = []
+
+    def fake_factory(spec: str) -> StubRayClient:
+        made.append(spec)
+        return StubRayClient()
+
+    monkeypatch.setattr(fray._client, "client_from_spec", fake_factory)
+    chosen = current_client()
+    fray._client.forget_default(chosen)
+    assert chosen.scheme == "ray"  # Ray is initialised: the ray backend is chosen
+    assert made == ["ray"]
 
 
 def test_import_fray_is_light() -> None:
@@ -204,6 +213,7 @@ def test_import_fray_is_light() -> None:
 def test_public_names() -> None:
     public = {name for name in dir(fray) if not name.startswith("_")}
     public -= {"annotations", "environment_variables", "errors", "TYPE_CHECKING", "Any"}
+    public -= {n for n in public if isinstance(getattr(fray, n), types.ModuleType)}
     assert set(fray.__all__) == public | {"LocalClient", "current_job_id", "task_index"}
     for name in fray.__all__:
         assert getattr(fray, name) is not None

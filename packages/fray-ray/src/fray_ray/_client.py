@@ -170,8 +170,11 @@ class RayClient:
                 self._owns_ray = True
             else:
                 context = ray.init(address=address, log_to_driver=self.echo_logs)
-        except ConnectionError as exc:
-            raise BackendUnavailableError(f"cannot connect to Ray at {address}: {exc}") from exc
+        except Exception as exc:  # Ray raises bare Exceptions for start-up timeouts
+            where = f"at {address}" if address else "(starting a local Ray)"
+            raise BackendUnavailableError(
+                f"cannot connect to Ray {where}: {type(exc).__name__}: {exc}"
+            ) from exc
         self._dashboard = getattr(context, "dashboard_url", None) or None
 
     @classmethod

@@ -1,0 +1,31 @@
+"""Find what a code base uses of Ray (and of the predecessor's Fray API) and how to port it.
+
+    from fray.migrate import scan
+
+    report = scan("src/")
+    for finding in report.findings:          # sorted by migration priority, file, line
+        print(finding.path, finding.line, finding.found, "->", finding.replacement)
+
+The scan is static (Python ``ast``): nothing is imported or run. ``fray migrate scan PATH``
+prints the same report, or JSON with ``--json``. The guide is ``docs/migrating-from-ray.md``.
+"""
+
+from fray.migrate._scanner import (
+    STRATEGIES,
+    Finding,
+    ScanError,
+    ScanReport,
+    Strategy,
+    iter_strategies,
+    scan,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "Finding",
+    "ScanError",
+    "ScanReport",
+    "Strategy",
+    "iter_strategies",
+    "scan",
+]
