@@ -1,0 +1,216 @@
+# pyright: standard
+"""Fray requests to Iris requests, Iris states to Fray statuses, Iris errors to Fray errors."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from iris.client import JobAlreadyExists as IrisJobAlreadyExists
+from iris.client import JobFailedError as IrisJobFailedError
+from iris.cluster.constraints import (
+    Constraint,
+    device_variant_constraint,
+    preemptible_constraint,
+    region_constraint,
+    zone_constraint,
+)
+from iris.cluster.types import (
+    CoschedulingConfig,
+    EnvironmentSpec,
+    ResourceSpec,
+    gpu_device,
+    tpu_device,
+)
+from iris.rpc import job_pb2
+
+from fray._types import (
+    CpuConfig,
+    EnvironmentConfig,
+    GpuConfig,
+    JobRequest,
+    JobStatus,
+    ResourceConfig,
+    TpuConfig,
+)
+from fray.errors import (
+    FrayError,
+    InvalidRequestError,
+    JobAlreadyExistsError,
+    JobFailedError,
+    JobNotFoundError,
+    JobTimeoutError,
+)
+
+__all__ = [
+    "IrisRequest",
+    "job_status",
+    "to_iris_request",
+    "to_resource_spec",
+    "translate_errors",
+]
+
+_STATES: dict[int, JobStatus] = {
+    job_pb2.JOB_STATE_PENDING: JobStatus.PENDING,
+    job_pb2.JOB_STATE_BUILDING: JobStatus.PENDING,
+    job_pb2.JOB_STATE_RUNNING: JobStatus.RUNNING,
+    job_pb2.JOB_STATE_SUCCEEDED: JobStatus.SUCCEEDED,
+    job_pb2.JOB_STATE_FAILED: JobStatus.FAILED,
+    job_pb2.JOB_STATE_KILLED: JobStatus.STOPPED,
+    job_pb2.JOB_STATE_WORKER_FAILED: JobStatus.FAILED,
+    job_pb2.JOB_STATE_UNSCHEDULABLE: JobStatus.FAILED,
+}
+
+
+def job_status(state: int) -> JobStatus:
+    """Fray's status for an Iris ``JobState`` (unknown states count as PENDING)."""
+    return _STATES.get(state, JobStatus.PENDING)
+
+
+def to_resource_spec(resources: ResourceConfig) -> ResourceSpec:
+    """cpu, ram, disk and the device of one replica."""
+    device = resources.device
+    config: job_pb2.DeviceConfig | None
+    if isinstance(device, TpuConfig):
+        config = tpu_device(device.variant, device.chip_count())
+    elif isinstance(device, GpuConfig):
+        # "auto" takes whatever GPU the cluster has: the variant is left open.
+        config = gpu_device("" if device.variant == "auto" else device.variant, device.count)
+    else:
+        assert isinstance(device, CpuConfig)
+        config = None
+    return ResourceSpec(
+        cpu=resources.cpu,
+        memory=resources.ram_bytes,
+        disk=resources.disk_bytes,
+        device=config,
+    )
+
+
+def to_constraints(resources: ResourceConfig) -> list[Constraint]:
+    """Placement constraints: non-preemptible capacity, regions, zone, device variants."""
+    constraints: list[Constraint] = []
+    if not resources.preemptible:
+        constraints.append(preemptible_constraint(False))
+    if resources.regions:
+        constraints.append(region_constraint(list(resources.regions)))
+    if resources.zone:
+        constraints.append(zone_constraint(resources.zone))
+    device = resources.device
+    if resources.device_alternatives and isinstance(device, TpuConfig | GpuConfig):
+        constraints.append(
+            device_variant_constraint([device.variant, *resources.device_alternatives])
+        )
+    return constraints
+
+
+def to_coscheduling(resources: ResourceConfig) -> CoschedulingConfig | None:
+    """Gang placement by slice, only for TPU types that span several VMs."""
+    device = resources.device
+    if isinstance(device, TpuConfig) and device.vm_count() > 1:
+        return CoschedulingConfig(group_by="tpu-name")
+    return None
+
+
+def to_environment(request: JobRequest, extra_env: dict[str, str]) -> EnvironmentSpec:
+    """Env vars (device defaults overridden by the request's own), pip packages, extras."""
+    env = request.env_vars
+    env.update(extra_env)
+    environment = request.environment or EnvironmentConfig()
+    return EnvironmentSpec(
+        pip_packages=list(environment.pip_packages) or None,
+        env_vars=env,
+        extras=list(environment.extras) or None,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class IrisRequest:
+    """The keyword arguments of ``iris.client.IrisClient.submit`` for one Fray request."""
+
+    resources: ResourceSpec
+    environment: EnvironmentSpec
+    constraints: list[Constraint]
+    coscheduling: CoschedulingConfig | None
+    replicas: int
+    max_retries_failure: int
+    max_retries_preemption: int
+    task_image: str | None
+
+    def kwargs(self) -> dict[str, Any]:
+        """As keyword arguments for ``submit``."""
+        return {
+            "resources": self.resources,
+            "environment": self.environment,
+            "constraints": self.constraints,
+            "coscheduling": self.coscheduling,
+            "replicas": self.replicas,
+            "max_retries_failure": self.max_retries_failure,
+            "max_retries_preemption": self.max_retries_preemption,
+            "task_image": self.task_image,
+        }
+
+
+def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = None) -> IrisRequest:
+    """Everything but the entrypoint and the name."""
+    environment = request.environment
+    if environment is not None and environment.workspace is not None:
+        raise InvalidRequestError.for_field(
+            "EnvironmentConfig.workspace",
+            environment.workspace,
+            "on Iris the workspace is shipped once per client: pass it to "
+            "IrisClient(workspace=...) or use the spec iris://host:port?ws=PATH",
+        )
+    return IrisRequest(
+        resources=to_resource_spec(request.resources),
+        environment=to_environment(request, extra_env or {}),
+        constraints=to_constraints(request.resources),
+        coscheduling=to_coscheduling(request.resources),
+        replicas=request.replica_count,
+        max_retries_failure=request.max_retries_failure,
+        max_retries_preemption=request.max_retries_preemption,
+        task_image=environment.docker_image if environment is not None else None,
+    )
+
+
+_INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}
+
+
+@contextlib.contextmanager
+def translate_errors(
+    what: str, *, job_id: str | None = None, address: str | None = None
+) -> Iterator[None]:
+    """Turns Iris and Connect exceptions raised inside the block into Fray's errors."""
+    try:
+        yield
+    except FrayError:
+        raise
+    except ConnectError as err:
+        code = err.code
+        text = f"{what}: Iris said {code.name if code else 'UNKNOWN'}: {err.message}"
+        if code == Code.NOT_FOUND and job_id is not None:
+            raise JobNotFoundError(
+                job_id, f"no Iris job with id {job_id!r} ({err.message})"
+            ) from err
+        if code == Code.ALREADY_EXISTS:
+            raise JobAlreadyExistsError(job_id or what) from err
+        if code in _INVALID:
+            raise InvalidRequestError(text, field=what, value=job_id, allowed=err.message) from err
+        if code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
+            where = f" at {address}" if address else ""
+            raise FrayError(
+                f"{what}: the Iris controller{where} is unreachable: {err.message}"
+            ) from err
+        raise FrayError(text) from err
+    except IrisJobAlreadyExists as err:
+        raise JobAlreadyExistsError(job_id or what) from err
+    except IrisJobFailedError as err:
+        raise JobFailedError(str(err.job_id), JobStatus.FAILED, str(err)) from err
+    except TimeoutError as err:
+        raise JobTimeoutError(f"{what}: {err}") from err
+    except ValueError as err:
+        raise InvalidRequestError(f"{what}: {err}", field=what, allowed=str(err)) from err

@@ -1,0 +1,237 @@
+"""What runs inside an Iris task: the wrapper around a job's callable and the actor host.
+
+Both are module-level functions, so Iris pickles them by reference and the task imports
+this module (fray-iris must be installed where tasks run, which it is: it is a dependency
+of every Fray program that uses Iris).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+import types
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+from fray_iris._results import ResultStore
+from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
+
+__all__ = ["fray_job_id", "host_actor", "run_callable"]
+
+
+def fray_job_id(wire: str) -> str:
+    """Fray's id for an Iris job id: the wire id without its ``/<user>/`` prefix."""
+    parts = wire.strip("/").split("/")
+    return "/".join(parts[1:]) if len(parts) > 1 else parts[0]
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it pickles; otherwise a RuntimeError carrying its type and text."""
+    import cloudpickle
+
+    try:
+        cloudpickle.loads(cloudpickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _enter_task(results_url: str | None) -> tuple[str, int]:
+    """Sets Fray's env for this task; returns (job wire id, task index).
+
+    Reads Iris's task env (``IRIS_TASK_ID`` is ``/<user>/<job...>/<index>[:<attempt>]``)
+    directly: importing the Iris client costs seconds, on every task start.
+    """
+    raw = os.environ.get("IRIS_TASK_ID", "")
+    task_wire = raw.split(":", 1)[0].rstrip("/")
+    job_wire, _, index_text = task_wire.rpartition("/")
+    if not job_wire or not index_text.isdigit():
+        raise RuntimeError(
+            f"fray_iris task code runs only inside an Iris task (IRIS_TASK_ID={raw!r})"
+        )
+    index = int(index_text)
+    os.environ["FRAY_JOB_ID"] = fray_job_id(job_wire)
+    os.environ["FRAY_TASK_INDEX"] = str(index)
+    os.environ["FRAY_NUM_TASKS"] = os.environ.get("IRIS_NUM_TASKS", "1")
+    if results_url:
+        os.environ[FRAY_IRIS_RESULTS_URL] = results_url
+    return job_wire, index
+
+
+def run_callable(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    results_url: str | None,
+    tpu: tuple[str, int] | None = None,
+) -> None:
+    """Runs a job's callable and stores its return value or exception in the results store.
+
+    The exception is re-raised after it is stored, so Iris sees the failure (and keeps its
+    own error text) and the exit code is the one Python gives it. On a TPU job (``tpu`` is
+    the slice type and its VM count) each replica gets the slice env a real TPU VM has,
+    where the machine has not set it: ``TPU_WORKER_ID`` and ``TPU_ACCELERATOR_TYPE``.
+    """
+    job_wire, index = _enter_task(results_url)
+    if tpu is not None:
+        variant, vms = tpu
+        os.environ.setdefault("TPU_WORKER_ID", str(index % vms))
+        os.environ.setdefault("TPU_ACCELERATOR_TYPE", variant)
+    store = ResultStore(results_url) if results_url else None
+    path = store.task_path(job_wire, index) if store else ""
+    if store is not None:
+        store.remove(path)  # a record left by an earlier job of the same name
+    try:
+        value = fn(*args, **kwargs)
+    except BaseException as exc:
+        if store is not None:
+            store.write(path, ("error", _portable(exc), traceback.format_exc()))
+        sys.stdout.flush()
+        raise
+    if store is not None:
+        try:
+            store.write(path, ("ok", value))
+        except Exception as exc:
+            message = f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
+            store.write(path, ("error", RuntimeError(message), message))
+            raise RuntimeError(message) from exc
+    sys.stdout.flush()
+
+
+def _loopback_controller(address: str | None) -> bool:
+    host = urlparse(address or "").hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+class _Serving:
+    """Runs an actor's methods: at most ``limit`` at once, with ``current_actor()`` set, and
+    with exceptions that always travel back. A method raising ``SystemExit`` ends the actor:
+    that call and every later one raise ``ActorDiedError``, and the task exits."""
+
+    def __init__(self, instance: Any, limit: int, context: Any, name: str) -> None:
+        self.instance = instance
+        self.gate = threading.Semaphore(limit)
+        self.context = context
+        self.name = name
+        self.closed = False
+        self.on_exit: Callable[[], None] = lambda: None
+
+    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        from fray._actor import _current as current_actor
+        from fray.errors import ActorDiedError
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.closed:
+                raise ActorDiedError(f"actor {self.name} has exited")
+            with self.gate:
+                token = current_actor.set(self.context)
+                try:
+                    return method(*args, **kwargs)
+                except SystemExit as exc:
+                    self.closed = True
+                    self.on_exit()
+                    raise ActorDiedError(
+                        f"actor {self.name} exited (SystemExit {exc.code!r}) in this call"
+                    ) from None
+                except BaseException as exc:
+                    raise _portable(exc) from None
+                finally:
+                    current_actor.reset(token)
+
+        return call
+
+    def namespace(self) -> types.SimpleNamespace:
+        methods: dict[str, Callable[..., Any]] = {}
+        for name in dir(self.instance):
+            if name.startswith("_"):
+                continue
+            attr = getattr(self.instance, name, None)
+            if callable(attr):
+                methods[name] = self.wrap(attr)
+        return types.SimpleNamespace(**methods)
+
+
+_EXIT_DELAY_S = 0.5  # lets the call that ended the actor send its answer
+
+
+def host_actor(
+    actor_class: type[Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    group_name: str,
+    max_concurrency: int,
+    results_url: str | None,
+) -> None:
+    """Runs one actor of a group in this task: builds it, serves it on the ``actor`` port and
+    registers its endpoint ``<job id>/<group>-<index>``; then serves until the job is stopped.
+
+    A constructor that raises has its exception stored in the results store and the task
+    ends without error, so the group's other actors keep running.
+    """
+    from iris.actor import ActorServer
+    from iris.client import iris_ctx
+    from iris.cluster.client.job_info import get_job_info
+
+    from fray._actor import ActorContext
+    from fray._actor import _current as current_actor
+    from fray_iris._actors import IrisActorHandle
+
+    job_wire, index = _enter_task(results_url)
+    info = get_job_info()
+    assert info is not None
+    actor_name = f"{group_name}-{index}"
+    endpoint = f"{job_wire}/{actor_name}"
+    handle = IrisActorHandle(endpoint, job_wire, info.controller_address)
+    context = ActorContext(handle, index, group_name)
+    token = current_actor.set(context)
+    try:
+        instance = actor_class(*args, **kwargs)
+    except BaseException as exc:
+        traceback.print_exc()
+        if results_url:
+            store = ResultStore(results_url)
+            store.write(
+                store.actor_path(job_wire, index),
+                ("error", _portable(exc), traceback.format_exc()),
+            )
+        sys.stderr.flush()
+        return
+    finally:
+        current_actor.reset(token)
+
+    if _loopback_controller(info.controller_address):
+        bind, advertise = "127.0.0.1", "127.0.0.1"
+    else:
+        bind = os.environ.get("IRIS_BIND_HOST", "0.0.0.0")
+        advertise = info.advertise_host
+    ctx = iris_ctx()
+    server = ActorServer(host=bind, port=ctx.get_port("actor"))
+    serving = _Serving(instance, max_concurrency, context, actor_name)
+    server.register(endpoint, serving.namespace())
+    port = server.serve_background()
+    registry = ctx.registry
+    endpoint_id = registry.register(
+        endpoint, f"http://{advertise}:{port}", metadata={"fray": "actor"}
+    )
+    print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
+    stop = threading.Event()
+
+    def exit_actor() -> None:
+        # The actor is gone for good: no restart, and the group's other actors keep going.
+        from fray.errors import ActorDiedError
+
+        registry.unregister(endpoint_id)
+        if results_url:
+            store = ResultStore(results_url)
+            died = ActorDiedError(f"actor {actor_name} exited (SystemExit in a method)")
+            store.write(store.actor_path(job_wire, index), ("error", died, ""))
+        threading.Timer(_EXIT_DELAY_S, stop.set).start()
+
+    serving.on_exit = exit_actor
+    stop.wait()  # serve until the job is stopped or the actor exits
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,183 @@
+"""Unit tests, no cluster: request conversion, state mapping, ids, the results store, exports."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+import fray_iris
+from fray import Entrypoint, EnvironmentConfig, JobRequest, JobStatus, ResourceConfig
+from fray.errors import InvalidRequestError
+from fray_testing.conformance import entrypoints as ep
+
+
+def request(**fields: object) -> JobRequest:
+    return JobRequest(name="conv", entrypoint=Entrypoint.from_callable(ep.add, [1, 2]), **fields)  # type: ignore[arg-type]
+
+
+def test_exports_are_the_public_names() -> None:
+    assert sorted(fray_iris.__all__) == [
+        "IrisActorFuture",
+        "IrisActorGroup",
+        "IrisActorHandle",
+        "IrisClient",
+        "IrisJobHandle",
+        "job_status",
+        "to_iris_request",
+        "to_resource_spec",
+    ]
+    for name in fray_iris.__all__:
+        assert getattr(fray_iris, name) is not None
+
+
+def test_backend_is_registered_under_the_iris_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    [point] = [e for e in entry_points(group="fray.backends") if e.name == "iris"]
+    assert point.load() is fray_iris.IrisClient
+
+
+def test_cpu_memory_and_disk_convert() -> None:
+    spec = fray_iris.to_resource_spec(ResourceConfig(cpu=2.5, ram="512m", disk="2g"))
+    proto = spec.to_proto()
+    assert proto.cpu_millicores == 2500
+    assert proto.memory_bytes == 512 * 2**20
+    assert proto.disk_bytes == 2 * 2**30
+    assert not proto.device.HasField("tpu") and not proto.device.HasField("gpu")
+
+
+def test_tpu_device_has_chips_per_vm_and_multi_vm_types_are_coscheduled() -> None:
+    converted = fray_iris.to_iris_request(request(resources=ResourceConfig.with_tpu("v5p-16")))
+    device = converted.resources.to_proto().device
+    assert (device.tpu.variant, device.tpu.count) == ("v5p-16", 4)
+    assert converted.coscheduling is not None
+    assert converted.coscheduling.group_by == "tpu-name"
+    assert converted.replicas == 2
+
+
+def test_multislice_keeps_one_replica_per_vm_of_every_slice() -> None:
+    resources = ResourceConfig.with_tpu("v5litepod-16", slice_count=2)
+    converted = fray_iris.to_iris_request(request(resources=resources))
+    assert converted.replicas == 8
+    assert converted.coscheduling is not None
+
+
+def test_single_vm_tpu_with_replicas_is_not_coscheduled() -> None:
+    resources = ResourceConfig.with_tpu("v5litepod-4")
+    converted = fray_iris.to_iris_request(request(resources=resources, replicas=3))
+    assert converted.coscheduling is None
+    assert converted.replicas == 3
+
+
+def test_gpu_device_and_alternatives() -> None:
+    resources = ResourceConfig.with_gpu("H100", 8, device_alternatives=["A100-80G"])
+    converted = fray_iris.to_iris_request(request(resources=resources))
+    device = converted.resources.to_proto().device
+    assert (device.gpu.variant, device.gpu.count) == ("H100", 8)
+    [constraint] = converted.constraints
+    assert constraint.key == "device-variant"
+    assert converted.coscheduling is None
+
+
+def test_placement_constraints() -> None:
+    resources = ResourceConfig(preemptible=False, regions=["us-central1", "us-east1"], zone="z1")
+    keys = [c.key for c in fray_iris.to_iris_request(request(resources=resources)).constraints]
+    assert keys == ["preemptible", "region", "zone"]
+    assert fray_iris.to_iris_request(request()).constraints == []
+
+
+def test_environment_and_retry_budgets() -> None:
+    environment = EnvironmentConfig(
+        env_vars={"A": "1", "JAX_PLATFORMS": "tpu"}, pip_packages=["numpy"], extras=["x"]
+    )
+    converted = fray_iris.to_iris_request(
+        request(environment=environment, max_retries_failure=2, max_retries_preemption=7)
+    )
+    env = converted.environment.to_proto()
+    assert env.env_vars["A"] == "1"
+    assert env.env_vars["JAX_PLATFORMS"] == "tpu"  # the request beats the device default
+    assert list(env.pip_packages) == ["numpy"]
+    assert list(env.extras) == ["x"]
+    assert (converted.max_retries_failure, converted.max_retries_preemption) == (2, 7)
+
+
+def test_docker_image_is_the_task_image_and_workspace_is_refused() -> None:
+    converted = fray_iris.to_iris_request(
+        request(environment=EnvironmentConfig(docker_image="img:1"))
+    )
+    assert converted.task_image == "img:1"
+    with pytest.raises(InvalidRequestError) as caught:
+        fray_iris.to_iris_request(request(environment=EnvironmentConfig(workspace="/tmp")))
+    assert caught.value.field == "EnvironmentConfig.workspace"
+
+
+def test_states_map_to_fray_statuses() -> None:
+    from iris.rpc import job_pb2
+
+    expected = {
+        job_pb2.JOB_STATE_PENDING: JobStatus.PENDING,
+        job_pb2.JOB_STATE_BUILDING: JobStatus.PENDING,
+        job_pb2.JOB_STATE_RUNNING: JobStatus.RUNNING,
+        job_pb2.JOB_STATE_SUCCEEDED: JobStatus.SUCCEEDED,
+        job_pb2.JOB_STATE_FAILED: JobStatus.FAILED,
+        job_pb2.JOB_STATE_KILLED: JobStatus.STOPPED,
+        job_pb2.JOB_STATE_WORKER_FAILED: JobStatus.FAILED,
+        job_pb2.JOB_STATE_UNSCHEDULABLE: JobStatus.FAILED,
+    }
+    for state, status in expected.items():
+        assert fray_iris.job_status(state) is status
+
+
+def test_connect_errors_become_fray_errors() -> None:
+    from connectrpc.code import Code
+    from connectrpc.errors import ConnectError
+
+    from fray.errors import FrayError, JobAlreadyExistsError, JobNotFoundError
+    from fray_iris._convert import translate_errors
+
+    cases = [
+        (Code.NOT_FOUND, JobNotFoundError),
+        (Code.ALREADY_EXISTS, JobAlreadyExistsError),
+        (Code.FAILED_PRECONDITION, InvalidRequestError),
+        (Code.UNAVAILABLE, FrayError),
+    ]
+    for code, expected in cases:
+        with pytest.raises(expected) as caught, translate_errors("op", job_id="j"):
+            raise ConnectError(code, "boom")
+        assert isinstance(caught.value.__cause__, ConnectError)
+
+
+def test_fray_ids_drop_the_iris_user() -> None:
+    from fray_iris._task import fray_job_id
+
+    assert fray_job_id("/root/train") == "train"
+    assert fray_job_id("/alice/train/child") == "train/child"
+
+
+def test_results_store_round_trip_is_private(tmp_path: Path) -> None:
+    from fray_iris._results import ResultStore
+
+    store = ResultStore(f"file://{tmp_path}/results")
+    path = store.task_path("/root/job/child", 2)
+    assert store.read(path) is None
+    store.write(path, ("ok", {"v": [1, 2]}))
+    assert store.read(path) == ("ok", {"v": [1, 2]})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    store.remove(path)
+    assert store.read(path) is None
+
+
+def test_results_store_through_fsspec(tmp_path: Path) -> None:
+    from fray_iris._results import ResultStore
+
+    store = ResultStore("memory://fray-iris-test")
+    path = store.task_path("/root/job", 0)
+    store.write(path, ("error", ValueError("x"), "tb"))
+    kind, exc, _ = store.read(path)
+    assert kind == "error" and isinstance(exc, ValueError)
+    store.remove(path)
+    assert store.read(path) is None

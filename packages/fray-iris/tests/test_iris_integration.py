@@ -1,0 +1,298 @@
+"""IrisClient on the in-process Iris cluster: TPU gangs, placement, worker loss, nested jobs,
+actor handles passed to jobs, client specs and auto-detection inside a job."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fray
+from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
+from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
+from fray_iris import IrisClient
+from fray_testing.conformance import entrypoints as ep
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 120.0
+
+
+def _eventually(predicate: Any, what: str, timeout: float = TIMEOUT) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)  # polling interval of a bounded wait
+
+
+def _workers(client: IrisClient) -> dict[str, dict[str, str]]:
+    """Worker id -> its attributes, as strings."""
+    out: dict[str, dict[str, str]] = {}
+    for worker in client.iris.list_workers():
+        attrs: dict[str, str] = {}
+        for key, value in worker.metadata.attributes.items():
+            kind = value.WhichOneof("value")
+            attrs[key] = str(getattr(value, kind)) if kind else ""
+        out[worker.worker_id] = attrs
+    return out
+
+
+def _task_workers(client: IrisClient, job: Any) -> list[str]:
+    return [task.worker_id for task in client.iris.list_tasks(job._wire)]
+
+
+def tpu_host_identity() -> dict[str, str | None]:
+    """What a TPU host sees."""
+    return {
+        "worker": os.environ.get("TPU_WORKER_ID"),
+        "type": os.environ.get("TPU_ACCELERATOR_TYPE"),
+        "index": os.environ.get("FRAY_TASK_INDEX"),
+    }
+
+
+def test_multi_vm_tpu_job_runs_one_task_per_vm(iris_client: IrisClient) -> None:
+    request = JobRequest(
+        name=f"tpu16-{os.urandom(3).hex()}",
+        entrypoint=Entrypoint.from_callable(tpu_host_identity),
+        resources=ResourceConfig.with_tpu("v5litepod-16"),
+    )
+    assert request.replicas == 4
+    job = iris_client.submit(request)
+    hosts = job.result(timeout=TIMEOUT)
+    assert sorted(h["worker"] or "" for h in hosts) == ["0", "1", "2", "3"]
+    assert {h["type"] for h in hosts} == {"v5litepod-16"}
+    assert job.info().replicas == 4
+    workers = _task_workers(iris_client, job)
+    assert len(set(workers)) == 4  # one fake VM per task
+    attrs = _workers(iris_client)
+    assert sorted(attrs[w]["tpu-worker-id"] for w in workers) == ["0", "1", "2", "3"]
+    assert {attrs[w]["device-variant"] for w in workers} == {"v5litepod-16"}
+
+
+def test_single_vm_tpu_replicas_are_not_coscheduled(iris_client: IrisClient) -> None:
+    from fray_iris import to_iris_request
+
+    request = JobRequest(
+        name=f"tpu4-{os.urandom(3).hex()}",
+        entrypoint=Entrypoint.from_callable(ep.echo, ["host"]),
+        resources=ResourceConfig.with_tpu("v5litepod-4"),
+        replicas=2,
+    )
+    assert to_iris_request(request).coscheduling is None
+    assert iris_client.submit(request).result(timeout=TIMEOUT) == ["host", "host"]
+
+
+def test_non_preemptible_job_lands_on_an_on_demand_group(iris_client: IrisClient) -> None:
+    from fray_iris import to_iris_request
+
+    request = JobRequest(
+        name=f"ondemand-{os.urandom(3).hex()}",
+        entrypoint=Entrypoint.from_callable(ep.add, [1, 2]),
+        resources=ResourceConfig(cpu=0.5, ram="256m", preemptible=False),
+    )
+    [constraint] = to_iris_request(request).constraints
+    assert constraint.key == "preemptible"
+    job = iris_client.submit(request)
+    assert job.result(timeout=TIMEOUT) == 3
+    [worker] = _task_workers(iris_client, job)
+    assert _workers(iris_client)[worker]["preemptible"] == "false"
+
+
+def test_non_preemptible_tpu_that_only_exists_preemptible_is_refused(
+    iris_client: IrisClient,
+) -> None:
+    request = JobRequest(
+        name=f"nospot-{os.urandom(3).hex()}",
+        entrypoint=Entrypoint.from_callable(ep.add, [1, 2]),
+        resources=ResourceConfig.with_tpu("v5litepod-4", preemptible=False),
+    )
+    with pytest.raises(InvalidRequestError):
+        iris_client.submit(request).wait(timeout=TIMEOUT)
+
+
+def test_unknown_device_in_cluster_is_an_invalid_request(iris_client: IrisClient) -> None:
+    request = JobRequest(
+        name=f"v6e-{os.urandom(3).hex()}",
+        entrypoint=Entrypoint.from_callable(ep.add, [1, 2]),
+        resources=ResourceConfig.with_tpu("v6e-8"),
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        iris_client.submit(request)
+    assert "v6e-8" in str(caught.value)
+
+
+def test_gpu_job_runs_on_the_gpu_group(iris_client: IrisClient) -> None:
+    job = iris_client.submit(
+        JobRequest(
+            name=f"gpu-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.add, [2, 3]),
+            resources=ResourceConfig.with_gpu("H100", 1, cpu=1, ram="1g"),
+        )
+    )
+    assert job.result(timeout=TIMEOUT) == 5
+    [worker] = _task_workers(iris_client, job)
+    assert _workers(iris_client)[worker]["device-variant"].lower() == "h100"
+
+
+def survive_worker_loss(counter: str, release: str) -> int:
+    """Attempt 1 blocks (until released or two minutes pass); later attempts return."""
+    with open(counter, "a") as f:
+        f.write(".")
+    attempt = os.path.getsize(counter)
+    if attempt == 1:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    return attempt
+
+
+def test_worker_loss_is_retried_as_a_preemption(iris_client: IrisClient, tmp_path: Path) -> None:
+    from iris.chaos import enable_chaos, reset_chaos
+
+    counter, release = tmp_path / "attempts", tmp_path / "release"
+    job = iris_client.submit(
+        JobRequest(
+            name=f"lost-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(survive_worker_loss, [str(counter), str(release)]),
+            resources=ResourceConfig(cpu=0.5, ram="256m"),
+            max_retries_preemption=3,
+        )
+    )
+    _eventually(counter.exists, "the first attempt to start")
+    # The controller cannot reach its workers: after the grace period it declares them lost.
+    enable_chaos("controller.reconcile", failure_rate=1.0)
+    try:
+        _eventually(lambda: job.info().preemptions >= 1, "the worker loss to be noticed")
+    finally:
+        reset_chaos()
+        release.touch()
+    assert job.result(timeout=TIMEOUT) >= 2
+    info = job.info()
+    assert info.status is JobStatus.SUCCEEDED
+    assert info.preemptions >= 1
+    assert info.failures == 0
+
+
+def spawn_child_with_current_client(child_name: str) -> dict[str, Any]:
+    """Inside a job: the auto-detected client, and a child job submitted with it."""
+    client, reason = fray._client.explain_current_client()
+    print("parent says hi", flush=True)
+    child = client.submit(
+        JobRequest(name=child_name, entrypoint=Entrypoint.from_callable(ep.print_lines, ["kid"]))
+    )
+    child.wait()
+    return {
+        "type": type(client).__name__,
+        "reason": reason,
+        "child": child.job_id,
+        "job": fray.current_job_id(),
+    }
+
+
+def test_nested_jobs_use_the_jobs_own_context(iris_client: IrisClient) -> None:
+    job = iris_client.submit(
+        JobRequest(
+            name=f"nest-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(spawn_child_with_current_client, ["kid"]),
+        )
+    )
+    seen = job.result(timeout=TIMEOUT)
+    assert seen["type"] == "IrisClient"
+    assert seen["reason"] == "inside an Iris job"
+    assert seen["job"] == job.job_id
+    assert seen["child"] == f"{job.job_id}/kid"
+    assert job.info().children == (seen["child"],)
+    lines = list(job.logs(include_children=True))
+    assert "parent says hi" in lines
+    assert f"[{seen['child']}] kid" in lines
+    assert not any("kid" in line for line in job.logs())
+    assert iris_client.get_job(seen["child"]).info().parent == job.job_id
+
+
+def call_twice(handle: Any) -> list[int]:
+    return [handle.incr(1), handle.incr.remote(10).result(timeout=60)]
+
+
+def test_actor_created_by_driver_is_called_from_a_job(iris_client: IrisClient) -> None:
+    counter = iris_client.create_actor(ep.Counter, name=f"shared-{os.urandom(3).hex()}")
+    counter.incr(5)
+    job = iris_client.submit(
+        JobRequest(
+            name=f"caller-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(call_twice, [counter]),
+        )
+    )
+    assert job.result(timeout=TIMEOUT) == [6, 16]
+    assert counter.value() == 16
+    assert pickle.loads(pickle.dumps(counter)).value() == 16
+
+
+class SlowStart:
+    """An actor whose constructor never finishes."""
+
+    def __init__(self) -> None:
+        time.sleep(3600)
+
+
+def test_wait_ready_fails_fast_when_the_hosting_job_dies(iris_client: IrisClient) -> None:
+    group = iris_client.create_actor_group(SlowStart, name=f"slow-{os.urandom(3).hex()}", count=1)
+    _eventually(lambda: group.job.status() is JobStatus.RUNNING, "the actor job to start")
+    iris_client.iris.terminate(group.job._wire)  # killed behind Fray's back
+    start = time.monotonic()
+    with pytest.raises(ActorError, match="stopped"):
+        group.wait_ready(timeout=TIMEOUT)
+    assert time.monotonic() - start < 30
+    assert group.statuses() == [JobStatus.STOPPED]
+
+
+def test_spec_with_address_builds_an_iris_client(iris_cluster: Any) -> None:
+    client = fray.client_from_spec(f"iris://{iris_cluster.address}")
+    try:
+        assert isinstance(client, IrisClient)
+        job = client.submit(
+            JobRequest(
+                name=f"spec-{os.urandom(3).hex()}",
+                entrypoint=Entrypoint.from_callable(ep.add, [4, 4]),
+            )
+        )
+        assert job.wait(timeout=TIMEOUT) is JobStatus.SUCCEEDED
+    finally:
+        client.shutdown()
+
+
+def test_spec_rejects_unknown_parameters(iris_cluster: Any) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        fray.client_from_spec(f"iris://{iris_cluster.address}?region=us")
+    assert "region" in str(caught.value)
+
+
+def test_spec_without_address_outside_a_job_is_a_clear_error() -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        fray.client_from_spec("iris")
+    assert "host:port" in str(caught.value)
+
+
+def test_get_job_of_unknown_id(iris_client: IrisClient) -> None:
+    with pytest.raises(JobNotFoundError):
+        iris_client.get_job("never-submitted-123")
+
+
+def test_list_jobs_carries_iris_error_text(iris_client: IrisClient) -> None:
+    job = iris_client.submit(
+        JobRequest(
+            name=f"err-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.raise_value_error, ["kept text"]),
+        )
+    )
+    assert job.wait(timeout=TIMEOUT, raise_on_failure=False) is JobStatus.FAILED
+    [listed] = [info for info in iris_client.list_jobs() if info.job_id == job.job_id]
+    assert listed.status is JobStatus.FAILED
+    assert listed.error is not None and "kept text" in listed.error
