@@ -6,7 +6,6 @@ import contextlib
 import contextvars
 import dataclasses
 import importlib
-import logging
 import os
 import sys
 import threading
@@ -26,8 +25,6 @@ __all__ = [
     "register_backend",
     "set_current_client",
 ]
-
-logger = logging.getLogger("fray")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +246,11 @@ def _resolve() -> tuple[Any, str]:
         try:
             factory = _load_backend("iris")
         except BackendUnavailableError as err:
-            logger.warning("running inside an Iris job, but %s; using the local backend", err)
+            import logging  # only on this path: keeps `import fray` cheap
+
+            logging.getLogger("fray").warning(
+                "running inside an Iris job, but %s; using the local backend", err
+            )
         else:
             spec_obj = ClientSpec("iris", None, {}, "iris")
             return _shared("iris:context", lambda: factory(spec_obj)), "inside an Iris job"

@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from types import TracebackType
@@ -396,6 +396,12 @@ class _Actor:
         client_token = _client._explicit.set(self.client)
         try:
             return getattr(self.instance, method)(*args, **kwargs)
+        except SystemExit as exc:
+            # As on Ray and Iris, where it ends the actor's process: the actor is gone.
+            self.status = JobStatus.FAILED
+            self.error = exc
+            self.mailbox.close()
+            raise ActorDiedError(f"actor {self.name} exited (SystemExit({exc.code!r}))") from None
         finally:
             _client._explicit.reset(client_token)
             _current_actor.reset(token)
@@ -570,6 +576,58 @@ class LocalActorGroup:
 # The client
 
 
+class _JobThreads:
+    """Runs jobs on at most ``size`` reused threads; more wait their turn (PENDING).
+
+    Unlike ``ThreadPoolExecutor``'s, the threads are daemons: a thread job blocked for good
+    must not keep the driver from exiting (the interpreter joins non-daemon threads first),
+    and when the driver exits its process jobs go too (see ``_reaper.py``). Threads are never
+    retired while the client is open: a job's processes are tied to the thread that started
+    them (``PR_SET_PDEATHSIG`` fires when that thread ends).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._work: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None]
+        self._work = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        self._work.put((fn, args))
+        if self._idle.acquire(timeout=0):  # an idle thread takes it
+            return
+        with self._lock:
+            if len(self._threads) < self._size:
+                thread = threading.Thread(
+                    target=self._run, name=f"fray-job-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            fn, args = item
+            # The job records its own outcome; nothing may end the thread early.
+            with contextlib.suppress(BaseException):
+                fn(*args)
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True) -> None:
+        with self._lock:
+            threads = list(self._threads)
+        for _ in threads:
+            self._work.put(None)
+        if wait:
+            for thread in threads:
+                if thread is not threading.current_thread():  # shutdown() from inside a job
+                    thread.join()
+
+
 class LocalClient:
     """Runs jobs and actors on this machine. See the module docstring for the semantics.
 
@@ -591,7 +649,7 @@ class LocalClient:
         self.max_threads = max_threads
         self._echo = echo_logs
         self._uid = secrets.token_hex(4)
-        self._pool = ThreadPoolExecutor(max_threads or 1024, thread_name_prefix="fray-job")
+        self._pool = _JobThreads(max_threads or 1024)
         self._jobs: dict[str, _Job] = {}
         self._groups: list[LocalActorGroup] = []
         self._actor_names: set[str] = set()
@@ -834,7 +892,9 @@ class LocalClient:
 
         threads: list[threading.Thread] = []
         for replica in replicas[1:]:
-            thread = threading.Thread(target=run, args=(replica,), name=f"fray-{job.job_id}")
+            thread = threading.Thread(
+                target=run, args=(replica,), name=f"fray-{job.job_id}", daemon=True
+            )
             threads.append(thread)
             thread.start()
         run(replicas[0])
@@ -1012,6 +1072,10 @@ class LocalClient:
         process = replica.process
         assert process is not None and process.stdout is not None
         echo = echo_stream() if self._echo else None
+        sweeper = threading.Thread(
+            target=self._sweep_group, args=(process,), name=f"fray-sweep-{job.job_id}", daemon=True
+        )
+        sweeper.start()
         for raw in iter(process.stdout.readline, b""):
             text = raw.decode("utf-8", errors="replace")
             job.log.write(text)
@@ -1019,7 +1083,22 @@ class LocalClient:
                 with contextlib.suppress(Exception):
                     echo.write(text)
         process.stdout.close()
+        sweeper.join()
         exits.put((replica.index, process.wait()))
+
+    @staticmethod
+    def _sweep_group(process: subprocess.Popen[bytes]) -> None:
+        """Once a replica's guardian has exited, kills whatever is left of its process group.
+
+        The guardian does this itself when its command ends, but a guardian killed outright
+        (SIGKILL, the OOM killer) cannot: the job's other processes would outlive it and hold
+        the output pipe open, leaving the job RUNNING for good. The exited guardian is left
+        unreaped until then (``WNOWAIT``), so the group id cannot have been reused.
+        """
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
     def _signal_replicas(self, job: _Job, sig: signal.Signals) -> None:
         for replica in list(job.replicas):

@@ -7,11 +7,10 @@ changed copies.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import (
@@ -77,7 +76,7 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
             allowed = "this field is required"
         else:
             allowed = _clean_message(item["msg"]).replace("Input should be", "must be")
-        problems.append((field, item.get("input"), allowed))
+        problems.append((field, _redacted(item.get("input")), allowed))
     field, value, allowed = problems[0]
     if allowed == "this field is required" and len(problems) == 1:
         message = f"{field}: {allowed}"
@@ -88,19 +87,54 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
     return InvalidRequestError(message, field=field, value=value, allowed=allowed)
 
 
+def _redacted(value: Any) -> Any:
+    """``value`` for an error message: values under secret-looking names (at any depth, e.g.
+    a rejected ``env_vars``) are hidden, since error messages end up in logs."""
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if isinstance(key, str) and is_secret_name(key) else _redacted(item)
+            for key, item in cast(Mapping[Any, Any], value).items()
+        }
+    return value
+
+
 class _Model(BaseModel):
     """Frozen model whose validation errors are InvalidRequestError."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    # defer_build: the validators are built on first use, not at `import fray` (about a
+    # third of its import cost); measured by benchmarks/bench_local.py.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     def __init__(self, /, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as err:
             raise _translate(type(self).__name__, err) from None
+        except TypeError:
+            # A dict given for a nested model reaches that model's __init__ as keywords, so
+            # non-string keys fail as a TypeError before any validator sees them.
+            for name, value in data.items():
+                if isinstance(value, Mapping):
+                    keys = [k for k in cast(Mapping[Any, Any], value) if not isinstance(k, str)]
+                    if keys:
+                        raise InvalidRequestError.for_field(
+                            f"{type(self).__name__}.{name}",
+                            value,
+                            f"field names must be strings, not {keys[0]!r}",
+                        ) from None
+            raise
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:  # type: ignore[override]
+        if isinstance(obj, Mapping):
+            # Pydantic hands a dict to our __init__ as keywords: other keys are a TypeError.
+            bad = [k for k in cast(Mapping[Any, Any], obj) if not isinstance(k, str)]
+            if bad:
+                raise InvalidRequestError.for_field(
+                    cls.__name__, bad[0], "field names must be strings"
+                )
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as err:
@@ -118,7 +152,9 @@ class _Model(BaseModel):
 # ---------------------------------------------------------------------------------------------
 # Memory sizes
 
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
+_MEMORY_RE = re.compile(
+    r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE | re.ASCII
+)
 _MEMORY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 MEMORY_ALLOWED = (
     "use a byte count or a number with a unit, e.g. '512m', '16g', '16gb', '512Mi', '1.5GB' "
@@ -151,8 +187,27 @@ def parse_memory(value: str | int, *, field: str = "memory") -> int:
     match = _MEMORY_RE.match(value)
     if not match or (match.group(3) and not match.group(2)):
         raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
-    number = float(match.group(1))
-    return int(number * _MEMORY_UNITS[match.group(2).lower()])
+    size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+    if not math.isfinite(size):
+        raise InvalidRequestError.for_field(field, value, "the size is too large")
+    return int(size)
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    """``tuple(value)`` for validators: not being a collection is a ValueError (pydantic
+    reports those; any other exception would escape as itself)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"give a list, not {type(value).__name__}")
+    return tuple(cast(Iterable[Any], value))
+
+
+def _reject_reserved(helper: str, kwargs: Mapping[str, Any], reserved: Mapping[str, str]) -> None:
+    """Fields a ``ResourceConfig.with_*`` helper sets itself cannot also come in ``kwargs``."""
+    for name, instead in reserved.items():
+        if name in kwargs:
+            raise InvalidRequestError.for_field(
+                f"ResourceConfig.{helper}.{name}", kwargs[name], f"{helper} sets it; {instead}"
+            )
 
 
 def _memory_field(value: Any) -> str:
@@ -236,6 +291,8 @@ class GpuConfig(_Model):
         by_upper = {g.upper(): g for g in GPU_TYPES}
         if value.upper() in by_upper:
             return by_upper[value.upper()]
+        import difflib  # only on this error path: keeps `import fray` cheap
+
         close = difflib.get_close_matches(value.upper(), list(by_upper), n=3, cutoff=0.4)
         hint = f" Did you mean {', '.join(by_upper[c] for c in close)}?" if close else ""
         raise ValueError(f"known GPU types are {', '.join(GPU_TYPES)}.{hint}")
@@ -335,7 +392,7 @@ class ResourceConfig(_Model):
         if isinstance(value, str):
             raise ValueError("give a list of names, not a single string")
         if value is not None:
-            value = tuple(value)
+            value = _as_tuple(value)
             if not value:
                 raise ValueError("give at least one name, or None")
             for item in value:
@@ -405,14 +462,25 @@ class ResourceConfig(_Model):
             **kwargs: Other ``ResourceConfig`` fields; ``cpu``, ``ram`` and ``disk`` default
                 to 32, ``"128g"`` and ``"50g"`` per host.
         """
+        _reject_reserved(
+            "with_tpu",
+            kwargs,
+            {"device": "pass tpu_type", "replicas": "pass slice_count (replicas = VMs x slices)"},
+        )
         if isinstance(tpu_type, str):
             types = [tpu_type]
-        else:
-            types = list(tpu_type)
+        elif isinstance(tpu_type, Iterable) and not isinstance(tpu_type, bytes | Mapping):
+            types = list(cast(Iterable[Any], tpu_type))
             if not types:
                 raise InvalidRequestError.for_field(
                     "ResourceConfig.with_tpu.tpu_type", tpu_type, "give at least one TPU type"
                 )
+        else:
+            raise InvalidRequestError.for_field(
+                "ResourceConfig.with_tpu.tpu_type",
+                tpu_type,
+                "give a TPU type such as 'v5p-8', or a list of acceptable ones",
+            )
         if isinstance(slice_count, bool) or not isinstance(slice_count, int) or slice_count < 1:
             raise InvalidRequestError.for_field(
                 "ResourceConfig.with_tpu.slice_count", slice_count, "must be an integer >= 1"
@@ -428,11 +496,13 @@ class ResourceConfig(_Model):
     @classmethod
     def with_gpu(cls, gpu_type: str = "auto", count: int = 1, **kwargs: Any) -> ResourceConfig:
         """``count`` GPUs of ``gpu_type`` per replica."""
+        _reject_reserved("with_gpu", kwargs, {"device": "pass gpu_type and count"})
         return cls(device=GpuConfig(variant=gpu_type, count=count), **kwargs)
 
     @classmethod
     def with_cpu(cls, **kwargs: Any) -> ResourceConfig:
         """A CPU-only config; ``kwargs`` are ``ResourceConfig`` fields."""
+        _reject_reserved("with_cpu", kwargs, {"device": "use ResourceConfig(device=...)"})
         return cls(device=CpuConfig(), **kwargs)
 
 
@@ -469,7 +539,7 @@ class EnvironmentConfig(_Model):
             raise ValueError("give a list of strings, not a single string")
         if value is None:
             return ()
-        value = tuple(value)
+        value = _as_tuple(value)
         for item in value:
             if not isinstance(item, str) or not item.strip():
                 raise ValueError("every entry must be a non-empty string")
@@ -525,13 +595,15 @@ def create_environment(
     extras: Sequence[str] | None = None,
 ) -> EnvironmentConfig:
     """Builds an :class:`EnvironmentConfig`, dropping env vars whose value is ``None``."""
-    return EnvironmentConfig(
-        workspace=workspace,
-        docker_image=docker_image,
-        pip_packages=tuple(pip_packages or ()),
-        env_vars={k: v for k, v in (env_vars or {}).items() if v is not None},
-        extras=tuple(extras or ()),
-    )
+    # The model's validators check the shapes (and drop None values) with clear errors.
+    fields: dict[str, Any] = {
+        "workspace": workspace,
+        "docker_image": docker_image,
+        "pip_packages": () if pip_packages is None else pip_packages,
+        "env_vars": {} if env_vars is None else env_vars,
+        "extras": () if extras is None else extras,
+    }
+    return EnvironmentConfig(**fields)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,7 +628,7 @@ class Entrypoint(_Model):
             return None
         if isinstance(value, str):
             raise ValueError("give the command as a list of arguments")
-        value = tuple(value)
+        value = _as_tuple(value)
         if not value:
             raise ValueError("the command needs at least a program name")
         for item in value:
@@ -593,7 +665,17 @@ class Entrypoint(_Model):
             raise InvalidRequestError.for_field(
                 "Entrypoint.callable", fn, "must be a callable (a function, method or class)"
             )
-        return cls(callable=fn, args=tuple(args), kwargs=dict(kwargs or {}))
+        try:
+            args_tuple = _as_tuple(args)
+        except ValueError:
+            raise InvalidRequestError.for_field(
+                "Entrypoint.args", args, "give the positional arguments as a list or tuple"
+            ) from None
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise InvalidRequestError.for_field(
+                "Entrypoint.kwargs", kwargs, "give the keyword arguments as a dict, or None"
+            )
+        return cls(callable=fn, args=args_tuple, kwargs=dict(kwargs or {}))
 
     @classmethod
     def from_command(cls, *argv: str | Sequence[str]) -> Entrypoint:

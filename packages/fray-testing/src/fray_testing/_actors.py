@@ -348,6 +348,10 @@ class _ActorSystem:
             try:
                 with set_current_client(self.client):
                     return getattr(instance, method)(*args, **kwargs)
+            except SystemExit as exc:  # ends the actor, as it ends a real actor's process
+                died = ActorDiedError(f"actor {actor.name} exited (SystemExit({exc.code!r}))")
+                self._die(actor, died)
+                raise died from None
             finally:
                 _current_actor.reset(token)
 

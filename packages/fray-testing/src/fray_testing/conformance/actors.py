@@ -113,6 +113,14 @@ class ActorTests(ConformanceTests):
         with pytest.raises(ActorDiedError):
             counter.incr.remote(1).result(timeout=self.timeout)
 
+    def test_system_exit_in_a_method_ends_the_actor(self, client: Client) -> None:
+        counter = client.create_actor(ep.Counter, name=self.name("quitter"))
+        counter.incr(1)
+        with pytest.raises(ActorDiedError):
+            counter.exit(3)
+        with pytest.raises(ActorDiedError):
+            counter.incr(1)
+
     def test_create_actor_rejects_a_non_class(self, client: Client) -> None:
         with pytest.raises(InvalidRequestError) as caught:
             client.create_actor(ep.add, name=self.name("function"))  # pyright: ignore[reportArgumentType]

@@ -253,6 +253,10 @@ class Counter:
         """Raises ``ConformanceError(message)``."""
         raise ConformanceError(message)
 
+    def exit(self, code: int) -> None:
+        """Raises ``SystemExit(code)``: the actor ends, as its process would."""
+        raise SystemExit(code)
+
     def identity(self) -> tuple[str, int]:
         """``(group name, index)`` from ``fray.current_actor()``."""
         ctx = current_actor()

@@ -1,0 +1,367 @@
+"""Faults on LocalClient: each ends in its documented state, leaves no process, never hangs.
+
+Documented states (``fray._local``): a job process killed by a signal other than terminate()'s
+is a preemption, retried under ``max_retries_preemption`` and FAILED once it is spent; a stopped
+actor raises ``ActorDiedError`` on every later call; ``shutdown()`` and ``terminate()`` stop
+whole process trees, children first; nothing outlives the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from conftest import pid_alive
+from fray import (
+    ActorDiedError,
+    Entrypoint,
+    JobFailedError,
+    JobRequest,
+    JobStatus,
+    LocalClient,
+    current_client,
+)
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes() -> Iterator[None]:
+    yield
+    children = psutil.Process().children(recursive=True)
+    _gone, alive = psutil.wait_procs(children, timeout=10)
+    assert [p.pid for p in alive] == [], "processes left behind"
+
+
+def wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Waits (bounded) for ``pids`` to be gone; returns the ones still alive."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if pid_alive(p)]
+        if not alive:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if pid_alive(p)]
+
+
+def first_lines(job: Any, count: int, prefix: str) -> list[str]:
+    """The first ``count`` log lines starting with ``prefix`` (follows the log, bounded by the
+    job's own end)."""
+    found: list[str] = []
+    for line in job.logs(follow=True):
+        if line.startswith(prefix):
+            found.append(line)
+            if len(found) == count:
+                break
+    assert len(found) == count, f"job ended after {found}"
+    return found
+
+
+def guardian_of(pid: int) -> psutil.Process:
+    """The ``_reaper.py`` guardian above ``pid``."""
+    for parent in psutil.Process(pid).parents():
+        if any("_reaper.py" in part for part in parent.cmdline()):
+            return parent
+    raise AssertionError(f"no guardian above {pid}")
+
+
+def cmd(script: str, name: str = "cmd", **kw: Any) -> JobRequest:
+    return JobRequest(name=name, entrypoint=Entrypoint.from_shell(script), **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# A job's process killed with SIGKILL
+
+
+def die_once_then_answer(marker: str) -> str:
+    if not os.path.exists(marker):
+        Path(marker).write_text("killed once")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"answered in {os.getpid()}"
+
+
+def test_sigkilled_process_callable_is_retried_as_a_preemption(
+    client: LocalClient, tmp_path: Path
+) -> None:
+    job = client.submit(
+        JobRequest(
+            name="victim",
+            entrypoint=Entrypoint.from_callable(die_once_then_answer, [str(tmp_path / "m")]),
+            isolation="process",
+            max_retries_preemption=1,
+        )
+    )
+    assert job.result(timeout=DEADLINE_S).startswith("answered in ")
+    info = job.info()
+    assert (info.status, info.attempts, info.preemptions, info.failures) == (
+        JobStatus.SUCCEEDED,
+        2,
+        1,
+        0,
+    )
+    assert any("attempt 1 was preempted" in line and "SIGKILL" in line for line in job.logs())
+
+
+def test_sigkilled_process_callable_without_budget_fails(
+    client: LocalClient, tmp_path: Path
+) -> None:
+    job = client.submit(
+        JobRequest(
+            name="victim",
+            entrypoint=Entrypoint.from_callable(die_once_then_answer, [str(tmp_path / "m")]),
+            isolation="process",
+            max_retries_preemption=0,
+        )
+    )
+    with pytest.raises(JobFailedError, match="preempted 1 times.*SIGKILL"):
+        job.wait(timeout=DEADLINE_S)
+    assert (job.info().attempts, job.info().preemptions) == (1, 1)
+
+
+def test_sigkilled_guardian_takes_the_whole_tree_and_counts_as_preemption(
+    client: LocalClient,
+) -> None:
+    """SIGKILL to the job's top process (its guardian) while the job has a background child:
+    the child must not outlive it (it would also hold the log pipe open and hang the job)."""
+    job = client.submit(cmd("sleep 300 & echo pid $!; wait", name="tree", max_retries_preemption=1))
+    lines = job.logs(follow=True)
+    orphans: list[int] = []
+    for _attempt in range(2):
+        pid = next(int(line.split()[1]) for line in lines if line.startswith("pid"))
+        orphans.append(pid)
+        guardian_of(pid).send_signal(signal.SIGKILL)
+    with pytest.raises(JobFailedError, match="preempted 2 times"):
+        job.wait(timeout=DEADLINE_S)
+    info = job.info()
+    assert (info.attempts, info.preemptions, info.failures) == (2, 2, 0)
+    assert wait_dead(orphans) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Actors stopped between calls
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def bump(self) -> int:
+        self.calls += 1
+        return self.calls
+
+
+def test_calls_after_a_group_shutdown_raise_actor_died(client: LocalClient) -> None:
+    group = client.create_actor_group(Tally, name="tally", count=2)
+    first, second = group.wait_ready(timeout=DEADLINE_S)
+    assert (first.bump(), second.bump.remote().result(timeout=DEADLINE_S)) == (1, 1)
+    revived = pickle.loads(pickle.dumps(first))
+    group.shutdown()
+    assert group.statuses() == [JobStatus.STOPPED, JobStatus.STOPPED]
+    assert group.ready_count == 0
+    for handle in (first, second, revived):
+        with pytest.raises(ActorDiedError):
+            handle.bump()
+        with pytest.raises(ActorDiedError):
+            handle.bump.remote()
+    # A handle unpickled after the stop (e.g. shipped to a job later) knows it too.
+    with pytest.raises(ActorDiedError, match="shut down"):
+        pickle.loads(pickle.dumps(first)).bump()
+
+
+def test_calls_after_client_shutdown_raise_actor_died() -> None:
+    client = LocalClient(echo_logs=False)
+    actor = client.create_actor(Tally, name="solo")
+    assert actor.bump() == 1
+    client.shutdown()
+    with pytest.raises(ActorDiedError):
+        actor.bump()
+    with pytest.raises(ActorDiedError):
+        actor.bump.remote()
+
+
+# ---------------------------------------------------------------------------------------------
+# shutdown() while jobs and actors run
+
+
+class Blocker:
+    def hold(self, gate: threading.Event, entered: threading.Event) -> str:
+        entered.set()
+        gate.wait()  # blocked in C, as user code blocked on I/O would be
+        return "released"
+
+    def ping(self) -> str:
+        return "pong"
+
+
+def process_sleeper() -> None:
+    print(f"pid {os.getpid()}", flush=True)
+    time.sleep(300)
+
+
+def parent_of_a_process_child(gate: threading.Event) -> None:
+    child = current_client().submit(cmd("echo pid $$; sleep 300", name="kid"))
+    print(first_lines(child, 1, "pid")[0], flush=True)
+    while not gate.wait(0.05):
+        pass
+
+
+def test_shutdown_mid_run_stops_everything_in_bounded_time() -> None:
+    client = LocalClient(echo_logs=False)
+    gate = threading.Event()
+    sleeper = client.submit(
+        JobRequest(
+            name="sleeper",
+            entrypoint=Entrypoint.from_callable(process_sleeper),
+            isolation="process",
+        )
+    )
+    tree = client.submit(cmd("sleep 300 & echo pid $!; echo pid $$; wait", name="tree"))
+    parent = client.submit(
+        JobRequest(
+            name="parent", entrypoint=Entrypoint.from_callable(parent_of_a_process_child, [gate])
+        )
+    )
+    pids = [int(first_lines(sleeper, 1, "pid")[0].split()[1])]
+    pids += [int(line.split()[1]) for line in first_lines(tree, 2, "pid")]
+    pids += [int(first_lines(parent, 1, "pid")[0].split()[1])]
+    assert all(pid_alive(p) for p in pids)
+
+    actor = client.create_actor(Blocker, name="blocker")
+    actor_gate, entered = threading.Event(), threading.Event()
+    in_flight = actor.hold.remote(actor_gate, entered)
+    assert entered.wait(DEADLINE_S)
+    queued = [actor.ping.remote() for _ in range(3)]
+
+    start = time.monotonic()
+    client.shutdown()
+    took = time.monotonic() - start
+    # Grace for the processes (2 s in tests) plus the wait for the blocked actor call (5 s).
+    assert took < 20, f"shutdown took {took:.1f}s"
+    jobs = [sleeper, tree, parent, *(client.get_job(c) for c in parent.info().children)]
+    assert [j.status() for j in jobs] == [JobStatus.STOPPED] * 4
+    assert wait_dead(pids) == []
+    for future in queued:
+        with pytest.raises(ActorDiedError):
+            future.result(timeout=DEADLINE_S)
+    with pytest.raises(ActorDiedError):
+        actor.ping()
+    # The call that was already running is not cut off: it finishes with its own result.
+    actor_gate.set()
+    assert in_flight.result(timeout=DEADLINE_S) == "released"
+
+
+# ---------------------------------------------------------------------------------------------
+# A parent terminated while its children run
+
+
+def process_parent() -> None:
+    """Runs in its own process: its child is a job of the LocalClient inside that process."""
+    child = current_client().submit(cmd("sleep 300 & echo pid $!; echo pid $$; wait"))
+    for line in first_lines(child, 2, "pid"):
+        print(line, flush=True)
+    time.sleep(300)
+
+
+def test_terminating_a_process_parent_kills_its_childrens_processes(client: LocalClient) -> None:
+    parent = client.submit(
+        JobRequest(
+            name="pparent",
+            entrypoint=Entrypoint.from_callable(process_parent),
+            isolation="process",
+        )
+    )
+    pids = [int(line.split()[1]) for line in first_lines(parent, 2, "pid")]
+    assert all(pid_alive(p) for p in pids)
+    start = time.monotonic()
+    parent.terminate()
+    assert time.monotonic() - start < 15
+    assert parent.status() is JobStatus.STOPPED
+    assert wait_dead(pids) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver ends without shutdown()
+
+DRIVER_PRELUDE = """
+import os, sys, threading, time
+import fray
+from fray import Entrypoint, JobRequest
+
+def sleeper():
+    print(f"pid {os.getpid()}", flush=True)
+    time.sleep(300)
+
+class Blocker:
+    def hold(self, gate):
+        gate.wait()
+
+client = fray.LocalClient(echo_logs=False)
+tree = client.submit(JobRequest(name="tree", entrypoint=Entrypoint.from_shell(
+    "sleep 300 & echo pid $!; echo pid $$; wait")))
+proc = client.submit(JobRequest(name="proc", entrypoint=Entrypoint.from_callable(sleeper),
+                                isolation="process"))
+pids = []
+for job, count in ((tree, 2), (proc, 1)):
+    lines = (line for line in job.logs(follow=True) if line.startswith("pid"))
+    pids += [next(lines).split()[1] for _ in range(count)]
+print(" ".join(pids), flush=True)
+"""
+
+
+def run_driver(tmp_path: Path, ending: str) -> tuple[subprocess.Popen[str], list[int]]:
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER_PRELUDE + textwrap.dedent(ending))
+    driver = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    assert driver.stdout is not None
+    line = driver.stdout.readline()
+    pids = [int(p) for p in line.split()]
+    assert len(pids) == 3, f"driver printed {line!r}"
+    return driver, pids
+
+
+def test_driver_that_just_ends_exits_and_takes_its_jobs_along(tmp_path: Path) -> None:
+    """The script ends (no shutdown(), exceptions or os._exit) while a thread job and an actor
+    call are blocked for good and process jobs run: it must exit, and its processes with it."""
+    driver, pids = run_driver(
+        tmp_path,
+        """
+        stuck = threading.Event()
+        client.submit(JobRequest(name="stuck", entrypoint=Entrypoint.from_callable(stuck.wait)))
+        actor = client.create_actor(Blocker, name="blocker")
+        actor.hold.remote(stuck)
+        raise SystemExit(3)
+        """,
+    )
+    try:
+        assert driver.wait(timeout=DEADLINE_S) == 3
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait(timeout=DEADLINE_S)
+        driver.stdout.close()  # pyright: ignore[reportOptionalMemberAccess]
+    assert wait_dead(pids) == []
+
+
+def test_driver_killed_with_sigkill_takes_its_jobs_along(tmp_path: Path) -> None:
+    driver, pids = run_driver(tmp_path, "time.sleep(300)\n")
+    assert all(pid_alive(p) for p in pids)
+    driver.kill()
+    driver.wait(timeout=DEADLINE_S)
+    driver.stdout.close()  # pyright: ignore[reportOptionalMemberAccess]
+    assert wait_dead(pids) == []
