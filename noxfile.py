@@ -10,7 +10,7 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "examples"]
 
 PACKAGES = ["fray-core", "fray-testing", "fray-tpu", "fray-ray", "fray-iris"]
 
@@ -59,3 +59,35 @@ def typecheck(session: nox.Session) -> None:
     """pyright: strict for fray-core and fray-testing, standard for the adapters."""
     _sync(session, "--all-packages", "--group", "lint")
     session.run("pyright")
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the DESIGN.md targets (not a default session).
+
+    ``uv run nox -s bench -- --only local --repeats 9``: arguments go to benchmarks/run.py.
+    """
+    _sync(session, "--all-packages", "--all-groups")
+    env = {"JAX_PLATFORMS": "cpu", "RAY_ADDRESS": "", "FRAY_CLIENT_SPEC": ""}
+    session.run("python", "benchmarks/run.py", *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def examples(session: nox.Session) -> None:
+    """Runs the example workloads (train, rl, pipeline) on local, Ray and Iris.
+
+    Each test runs ``python examples/<name>.py`` with ``FRAY_CLIENT_SPEC`` set, against a
+    local Ray and an in-process Iris cluster that the tests start, and checks the outputs.
+    """
+    _sync(session, "--all-packages", "--group", "examples")
+    env = {"JAX_PLATFORMS": "cpu", "RAY_ADDRESS": "", "FRAY_CLIENT_SPEC": ""}
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "examples/tests",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env=env,
+    )
