@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -10,7 +11,26 @@ from fray import InvalidRequestError, ResourceConfig
 
 
 def test_exports() -> None:
-    assert set(fray_tpu.__all__) == {n for n in dir(fray_tpu) if not n.startswith("_")}
+    public = {
+        n
+        for n in dir(fray_tpu)
+        if not n.startswith("_")
+        and not isinstance(getattr(fray_tpu, n), types.ModuleType)
+        and n != "annotations"
+    }
+    assert set(fray_tpu.__all__) == public
+
+
+def test_ray_exports() -> None:
+    pytest.importorskip("ray")
+    import fray_tpu.ray
+
+    public = {
+        n
+        for n in dir(fray_tpu.ray)
+        if not n.startswith("_") and not isinstance(getattr(fray_tpu.ray, n), types.ModuleType)
+    }
+    assert set(fray_tpu.ray.__all__) == public
 
 
 def test_topology_lookup_matches_resource_config() -> None:

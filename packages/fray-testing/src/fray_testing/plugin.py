@@ -5,14 +5,14 @@ when a test uses one of them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from fray_testing._fake import FakeClient
 
-__all__ = ["fake_client", "no_real_backends"]
+__all__ = ["fake_client", "fake_tpu_ray_cluster", "gce_metadata_server", "no_real_backends"]
 
 
 @pytest.fixture
@@ -38,3 +38,35 @@ def no_real_backends() -> Iterator[None]:
 
     with forbid_real_backends():
         yield
+
+
+# -- Ray and fake TPU fixtures (need fray-testing[ray]; ray is imported only when used) ------
+
+
+@pytest.fixture(scope="module")
+def fake_tpu_ray_cluster() -> Iterator[Any]:
+    """A local Ray cluster posing as a TPU pod, connected, shared by the test module.
+
+    A head node (4 CPUs, ``{"head_node": 1}``) and two fake v4-16 slices, ``slice-a`` and
+    ``slice-b``, of two hosts each. Kill a host mid-run with
+    ``cluster.kill_node(cluster.slices["slice-a"][1])`` (put such tests last in the
+    module, or use a cluster of their own: the host stays dead).
+    """
+    pytest.importorskip("ray", reason="fake TPU clusters need fray-testing[ray]")
+    from fray_testing.ray_cluster import LocalRayCluster
+
+    with LocalRayCluster(head_cpus=4, head_resources={"head_node": 1}) as cluster:
+        cluster.add_tpu_slice("v4-16", name="slice-a")
+        cluster.add_tpu_slice("v4-16", name="slice-b")
+        cluster.connect(namespace="fray-tpu-tests")
+        yield cluster
+
+
+@pytest.fixture
+def gce_metadata_server() -> Iterator[Any]:
+    """A :class:`~fray_testing.gce_metadata.FakeGceMetadataServer` on 127.0.0.1 for the test;
+    pass ``server.host`` as ``GCE_METADATA_HOST`` to the code under test."""
+    from fray_testing.gce_metadata import FakeGceMetadataServer
+
+    with FakeGceMetadataServer() as server:
+        yield server
