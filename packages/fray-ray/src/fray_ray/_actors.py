@@ -55,23 +55,57 @@ class ActorHost:
         finally:
             _current_actor.reset(token)
 
-    def fray_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from fray import _client
-
-        if self._init_error is not None:
-            raise ActorDiedError(f"actor {self._context.handle.name} failed to start")
-        token = _current_actor.set(self._context)
-        client_token = _client._explicit.set(self._client)
-        try:
-            return getattr(self._instance, method)(*args, **kwargs)
-        finally:
-            _client._explicit.reset(client_token)
-            _current_actor.reset(token)
-
     def fray_ready(self) -> bool:
         if self._init_error is not None:
             raise self._init_error
         return True
+
+
+_RESERVED = frozenset(("fray_ready",))
+
+
+def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Runs the user's ``method`` with the actor's context set."""
+    from fray import _client
+
+    if host._init_error is not None:
+        raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
+    token = _current_actor.set(host._context)
+    client_token = _client._explicit.set(host._client)
+    try:
+        return getattr(host._instance, method)(*args, **kwargs)
+    except SystemExit:
+        # The actor ends for good, as on every backend: an intentional exit, which Ray
+        # does not restart (a plain SystemExit would be restarted when max_restarts != 0).
+        from ray.actor import exit_actor
+
+        exit_actor()
+        raise
+    finally:
+        _client._explicit.reset(client_token)
+        _current_actor.reset(token)
+
+
+def _forward(method: str) -> Any:
+    """An actor method calling the user's ``method``. The generated class is pickled by
+    value, so this closure refers only to ``_invoke`` (pickled by reference) and a name."""
+
+    def call(self: ActorHost, *args: Any, **kwargs: Any) -> Any:
+        return _invoke(self, method, args, kwargs)
+
+    call.__name__ = call.__qualname__ = method
+    return call
+
+
+def host_class(cls: type[Any]) -> type[ActorHost]:
+    """An :class:`ActorHost` subclass with one forwarding method per public method of
+    ``cls``, so a call is a plain Ray actor call (same cost as calling a Ray actor)."""
+    methods = {
+        name: _forward(name)
+        for name in dir(cls)
+        if not name.startswith("_") and name not in _RESERVED and callable(getattr(cls, name))
+    }
+    return type(f"Fray{cls.__name__}", (ActorHost,), methods)
 
 
 def _translate_call_error(exc: BaseException, name: str) -> BaseException:
@@ -138,7 +172,11 @@ class RayActorMethod:
         """Starts the call and returns at once."""
         actor = self._handle._resolve()
         try:
-            ref = actor.fray_call.remote(self._method, args, kwargs)
+            ref = getattr(actor, self._method).remote(*args, **kwargs)
+        except AttributeError:
+            raise AttributeError(
+                f"actor {self._handle.name} has no public method {self._method!r}"
+            ) from None
         except Exception as exc:
             raise _translate_call_error(exc, self._handle.name) from exc
         return RayActorFuture(ref, self._handle.name)

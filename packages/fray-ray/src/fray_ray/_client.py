@@ -24,7 +24,7 @@ from fray.errors import (
     InvalidRequestError,
     JobNotFoundError,
 )
-from fray_ray._actors import ActorHost, RayActorGroup, RayActorHandle, _Member
+from fray_ray._actors import RayActorGroup, RayActorHandle, _Member, host_class
 from fray_ray._convert import (
     HEAD_NODE_RESOURCE,
     actor_options,
@@ -67,9 +67,17 @@ def _driver_registry(parts: type[_RemoteParts]) -> tuple[str, Any]:
         found = _registries.get(key)
         if found is None:
             name = f"fray-registry-{os.getpid()}-{secrets.token_hex(3)}"
-            actor = parts.registry.options(
-                name=name, namespace=REGISTRY_NAMESPACE, num_cpus=0, max_concurrency=1
-            ).remote()
+            options: dict[str, Any] = {
+                "name": name,
+                "namespace": REGISTRY_NAMESPACE,
+                "num_cpus": 0,
+                "max_concurrency": 1,
+                "max_restarts": -1,  # a lost registry comes back (empty) instead of failing
+                "max_task_retries": -1,
+            }
+            if HEAD_NODE_RESOURCE in ray.cluster_resources():  # off preemptible nodes
+                options["resources"] = {HEAD_NODE_RESOURCE: 0.001}
+            actor = parts.registry.options(**options).remote()
             found = _registries[key] = (name, actor)
         return found
 
@@ -79,8 +87,18 @@ class _RemoteParts:
 
     lock = threading.Lock()
     execute: Any = None
-    host: Any = None
     registry: Any = None
+    hosts: ClassVar[dict[type[Any], Any]] = {}
+
+    @classmethod
+    def host(cls, actor_class: type[Any]) -> Any:
+        """The Ray actor class hosting ``actor_class`` (made once per class)."""
+        import ray
+
+        remote = cls.hosts.get(actor_class)
+        if remote is None:
+            remote = cls.hosts[actor_class] = ray.remote(host_class(actor_class))
+        return remote
 
     @classmethod
     def load(cls) -> type[_RemoteParts]:
@@ -89,7 +107,6 @@ class _RemoteParts:
 
             with cls.lock:
                 if cls.execute is None:
-                    cls.host = ray.remote(ActorHost)
                     cls.registry = ray.remote(JobRegistry)
                     cls.execute = ray.remote(max_retries=0)(execute)
         return cls
@@ -134,6 +151,7 @@ class RayClient:
         self._dashboard: str | None = None
         self._jobs_api: Any = None
         self._resources: dict[str, float] | None = None
+        self._prepared_cache: dict[int, tuple[JobRequest, tuple[Any, dict[str, str], bytes]]] = {}
         self.executor = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fray-ray")
         self._parts = _RemoteParts.load()
         if _registry is not None:  # a client inside a job or actor: the driver's registry
@@ -236,8 +254,9 @@ class RayClient:
             return self._submit_tpu(request, job_id)
         self._check_head_node(request.resources, "JobRequest.resources.preemptible")
         if request.entrypoint.is_callable:
+            remote, env, payload = self._prepared(request)
             job: _Job = CallableJob(
-                self, job_id, request, parent, self._parts.execute, task_options(request)
+                self, job_id, request, parent, self._parts.execute, (remote, env, payload)
             )
         else:
             job = CommandJob(self, job_id, request, parent, self._command_kwargs(request, job_id))
@@ -250,6 +269,34 @@ class RayClient:
         if self.mirrors and not job.done.is_set():
             self._registry_call("put", job_id, job.record(), wait=True)
         return RayJobHandle(job)
+
+    def _prepared(self, request: JobRequest) -> tuple[Any, dict[str, str], bytes]:
+        """The Ray remote function with this request's options, the env the wrapper sets and
+        the pickled entrypoint: computed once per request object (resubmitting the same
+        request, as launchers and retries do, costs no re-validation or re-pickling)."""
+        import cloudpickle
+
+        key = id(request)
+        with self._lock:
+            cached = self._prepared_cache.get(key)
+        if cached is not None and cached[0] is request:
+            return cached[1]
+        options, env = task_options(request)
+        entry = request.entrypoint
+        try:
+            payload = cloudpickle.dumps((entry.callable, entry.args, entry.kwargs))
+        except Exception as exc:
+            raise InvalidRequestError.for_field(
+                "JobRequest.entrypoint",
+                entry.describe(),
+                f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
+            ) from exc
+        prepared = (self._parts.execute.options(**options), env, payload)
+        with self._lock:
+            if len(self._prepared_cache) >= 64:
+                self._prepared_cache.pop(next(iter(self._prepared_cache)))
+            self._prepared_cache[key] = (request, prepared)
+        return prepared
 
     def _command_kwargs(self, request: JobRequest, job_id: str) -> dict[str, Any]:
         kwargs = command_options(request)
@@ -367,10 +414,11 @@ class RayClient:
             ref = getattr(self._registry_actor(), method).remote(*args)
             return ray.get(ref, timeout=60) if wait else None
         except Exception as exc:
-            if self.mirrors:
-                logger.debug("job registry %s unreachable: %s", self.registry_name, exc)
-                return None
-            raise FrayError(f"the job registry of this RayClient is gone: {exc}") from exc
+            # The registry is a shared view of the job tree, not the source of truth for the
+            # jobs this client runs: losing it must not fail a job or a terminate().
+            log = logger.debug if self.mirrors else logger.warning
+            log("job registry %s unreachable: %s", self.registry_name, str(exc).splitlines()[0])
+            return None
 
     def registry_get(self, job_id: str) -> dict[str, Any] | None:
         return self._registry_call("get", job_id)
@@ -498,13 +546,14 @@ class RayClient:
             max_restarts=restarts,
             max_task_retries=config.max_task_retries or 0,
         )
+        host = self._parts.host(actor_class)
         members: list[_Member] = []
         created: list[RayActorHandle] = []
         try:
             for index in range(count):
                 actor_name = f"{name}-{index}"
                 try:
-                    actor = self._parts.host.options(name=actor_name, **options).remote(
+                    actor = host.options(name=actor_name, **options).remote(
                         actor_class,
                         args,
                         kwargs,

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from fray import JobInfo, JobRequest, JobStatus
 from fray.errors import FrayError, JobFailedError, JobTimeoutError
 from fray_ray._convert import is_preemption
-from fray_ray._worker import JobContext
 
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
@@ -146,11 +145,12 @@ class CallableJob(_Job):
         request: JobRequest,
         parent: str | None,
         remote_fn: Any,
-        options: dict[str, Any],
+        options: tuple[Any, dict[str, str], bytes],
     ) -> None:
         super().__init__(client, job_id, request, parent)
-        self.remote_fn = remote_fn
-        self.options = options
+        self.remote = options[0]  # remote_fn with this request's options
+        self.env = tuple(options[1].items())
+        self.payload: bytes = options[2]
         self.refs: list[Any] = []
         self.outcomes: dict[int, tuple[Any, ...]] = {}
         self.settled = 0
@@ -165,23 +165,19 @@ class CallableJob(_Job):
                 self.started_at = time.time()
             self.status = JobStatus.RUNNING
             self.outcomes = {}
-            entry = self.request.entrypoint
             count = self.request.replica_count
             refs = []
             for index in range(count):
-                ctx = JobContext(
+                ctx = (
                     self.job_id,
                     index,
                     count,
                     self.client.namespace,
                     self.client.registry_name,
                     self.client.echo_logs,
+                    self.env,
                 )
-                refs.append(
-                    self.remote_fn.options(**self.options).remote(
-                        entry.callable, entry.args, entry.kwargs, ctx
-                    )
-                )
+                refs.append(self.remote.remote((self.payload, ctx)))
             self.refs = refs
         for index, ref in enumerate(refs):
             ref.future().add_done_callback(

@@ -47,6 +47,7 @@ class JobContext:
     namespace: str
     registry: str
     echo: bool
+    env: tuple[tuple[str, str], ...] = ()
 
 
 _FLUSH_INTERVAL = 0.5
@@ -94,14 +95,24 @@ def _picklable(exc: BaseException, text: str) -> BaseException:
     return exc
 
 
-def execute(
-    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: JobContext
-) -> tuple[Any, ...]:
-    """Runs one replica. Returns ``("ok", value, lines)`` or ``("error", exc, tb, lines)``."""
+def execute(payload: tuple[bytes, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """Runs one replica. Returns ``("ok", value, lines)`` or ``("error", exc, tb, lines)``.
+
+    The payload is ``(cloudpickle.dumps((fn, args, kwargs)), JobContext fields)``: bytes
+    and plain values only, pickled once per job by the client. Ray serialises such an
+    argument several times faster than a function and a dataclass.
+    """
+    import cloudpickle
+
     from fray_ray._client import RayClient
 
+    pickled, fields = payload
+    ctx = JobContext(*fields)
+    fn, args, kwargs = cloudpickle.loads(pickled)
     buffer = LogBuffer()
-    saved = {name: os.environ.get(name) for name in (FRAY_JOB_ID, FRAY_TASK_INDEX, FRAY_NUM_TASKS)}
+    names = (FRAY_JOB_ID, FRAY_TASK_INDEX, FRAY_NUM_TASKS, *(k for k, _v in ctx.env))
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(ctx.env)
     os.environ[FRAY_JOB_ID] = ctx.job_id
     os.environ[FRAY_TASK_INDEX] = str(ctx.index)
     os.environ[FRAY_NUM_TASKS] = str(ctx.count)
