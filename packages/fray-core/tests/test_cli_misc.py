@@ -86,7 +86,9 @@ def test_doctor_reports_backends_and_the_default_client(env: dict[str, str]) -> 
     assert "client: local, because the default (no spec, no cluster)" in out
     assert f"state dir: {env['FRAY_STATE_DIR']}" in out
     assert "FRAY_TEST_API_KEY=***" in out and "abcdefgh-secret" not in out
-    schemes = [line.split()[0] for line in out.split("backends:\n")[1].splitlines()[:4]]
+    # One line per backend ("  name  ..."); an unavailable one adds an indented hint line.
+    listing = out.split("backends:\n")[1].split("client:")[0].splitlines()
+    schemes = [line.split()[0] for line in listing if line[2:3].strip()][:4]
     assert schemes == ["local", "ray", "iris", "fake"]
 
 
