@@ -16,6 +16,7 @@ import weakref
 from typing import Any
 
 import cloudpickle
+from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName, is_job_finished
@@ -276,12 +277,15 @@ class IrisActorHandle:
             try:
                 response = rpc.call(request)
             except ConnectError as err:
-                # The actor's server is unreachable: gone for good, restarting, or not yet
-                # listening on a loaded machine. Retry while its job lives, for a while.
+                # Unreachable (gone for good, restarting, or not yet listening on a loaded
+                # machine): retry while its job lives, for a while. Any other answer means
+                # the server may have run the call: never send it twice.
                 last = err
                 self._rpc = None
                 if self._job_finished():
                     raise self._died("its job has finished") from err
+                if err.code is not Code.UNAVAILABLE:
+                    raise ActorError(f"actor {self.name}: {err.code.value}: {err}") from err
                 if time.monotonic() > deadline:
                     break
                 time.sleep(delay)
