@@ -153,6 +153,22 @@ def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: P
     assert "colour=teal" in list(command.logs())
 
 
+def test_pip_runtime_env_installs_a_package(client: RayClient):
+    # Runs before the node-kill test: on the replacement node that test adds, a pip env was
+    # seen built but not applied to the worker (Ray 2.60, one machine posing as two nodes).
+    with pytest.raises(ImportError):
+        import_pyjokes()  # not in the test environment
+    job = client.submit(
+        JobRequest(
+            name="pip",
+            entrypoint=Entrypoint.from_callable(import_pyjokes),
+            resources=ResourceConfig(cpu=0.5, ram="64m"),
+            environment=EnvironmentConfig(pip_packages=("pyjokes",)),
+        )
+    )
+    assert job.result(timeout=300) == "pyjokes"
+
+
 def test_killed_worker_node_is_a_preemption_and_the_job_reruns(
     client: RayClient, cluster: LocalRayCluster, tmp_path: Path
 ):
@@ -174,20 +190,6 @@ def test_killed_worker_node_is_a_preemption_and_the_job_reruns(
     info = job.info()
     assert (info.attempts, info.preemptions, info.failures) == (2, 1, 0)
     assert info.status is JobStatus.SUCCEEDED
-
-
-def test_pip_runtime_env_installs_a_package(client: RayClient):
-    with pytest.raises(ImportError):
-        import_pyjokes()  # not in the test environment
-    job = client.submit(
-        JobRequest(
-            name="pip",
-            entrypoint=Entrypoint.from_callable(import_pyjokes),
-            resources=ResourceConfig(cpu=0.5, ram="64m"),
-            environment=EnvironmentConfig(pip_packages=("pyjokes",)),
-        )
-    )
-    assert job.result(timeout=300) == "pyjokes"
 
 
 def deadline_wait(predicate: Callable[[], bool], timeout: float = 120.0) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import os
+import shlex
 import threading
 import time
 import weakref
@@ -615,7 +617,7 @@ class IrisClient:
             )
         else:
             assert entry.command is not None
-            iris_entry = IrisEntrypoint.from_command(*entry.command)
+            iris_entry = IrisEntrypoint.from_command(*_protect_host_paths(entry.command))
         policy = (
             job_pb2.EXISTING_JOB_POLICY_KEEP
             if adopt_existing
@@ -779,3 +781,16 @@ class IrisClient:
                 raise
         self._session.close()
         _client.forget_default(self)
+
+
+def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """A local Iris worker rewrites every argument that starts with a container mount path
+    (``/tmp`` becomes the task's private temp dir). An interpreter or script that really
+    lives under ``/tmp`` on this machine (a checkout or venv there) would then vanish, so
+    such a command runs through ``/bin/sh -c "exec ..."``, whose one argument starts with
+    ``exec`` and is left alone. Commands that only name ``/tmp`` paths that do not exist
+    here keep Iris's remapping."""
+    argv = list(argv)
+    if any(arg.startswith("/tmp/") and os.path.exists(arg) for arg in argv):
+        return ["/bin/sh", "-c", "exec " + shlex.join(argv)]
+    return argv
