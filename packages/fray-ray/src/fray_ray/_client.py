@@ -88,6 +88,7 @@ class _RemoteParts:
     lock = threading.Lock()
     execute: Any = None
     registry: Any = None
+    session: tuple[str, str] | None = None
     hosts: ClassVar[dict[type[Any], Any]] = {}
 
     @classmethod
@@ -102,13 +103,19 @@ class _RemoteParts:
 
     @classmethod
     def load(cls) -> type[_RemoteParts]:
-        if cls.execute is None:
-            import ray
+        """Makes the remote objects for the Ray session this process is connected to
+        (again after a ``ray.shutdown()`` and a new ``ray.init()``: objects made remote in an
+        earlier session are not reused)."""
+        import ray
 
-            with cls.lock:
-                if cls.execute is None:
-                    cls.registry = ray.remote(JobRegistry)
-                    cls.execute = ray.remote(max_retries=0)(execute)
+        context = ray.get_runtime_context()
+        session = (str(context.gcs_address), str(context.get_job_id()))
+        with cls.lock:
+            if cls.session != session:
+                cls.hosts = {}
+                cls.registry = ray.remote(JobRegistry)
+                cls.execute = ray.remote(max_retries=0)(execute)
+                cls.session = session
         return cls
 
 
@@ -153,8 +160,8 @@ class RayClient:
         self._resources: dict[str, float] | None = None
         self._prepared_cache: dict[int, tuple[JobRequest, tuple[Any, dict[str, str], bytes]]] = {}
         self.executor = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fray-ray")
-        self._parts = _RemoteParts.load()
         if _registry is not None:  # a client inside a job or actor: the driver's registry
+            self._parts = _RemoteParts.load()
             self.mirrors = True
             self.registry_name = _registry
             self._owns_registry = False
@@ -170,6 +177,7 @@ class RayClient:
                 "this process is already connected to Ray; pass no address to use that "
                 "connection (or ray.shutdown() first)",
             )
+        self._parts = _RemoteParts.load()
         self.registry_name, self._registry = _driver_registry(self._parts)
         self._owns_registry = False
 
@@ -255,9 +263,7 @@ class RayClient:
         self._check_head_node(request.resources, "JobRequest.resources.preemptible")
         if request.entrypoint.is_callable:
             remote, env, payload = self._prepared(request)
-            job: _Job = CallableJob(
-                self, job_id, request, parent, self._parts.execute, (remote, env, payload)
-            )
+            job: _Job = CallableJob(self, job_id, request, parent, (remote, env, payload))
         else:
             job = CommandJob(self, job_id, request, parent, self._command_kwargs(request, job_id))
             self.jobs_api()

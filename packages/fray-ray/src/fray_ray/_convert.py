@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fray import CpuConfig, EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
+from fray import EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.errors import InvalidRequestError
 
 __all__ = [
@@ -184,11 +184,6 @@ def runtime_env(environment: EnvironmentConfig | None, env_vars: dict[str, str])
             "pip_packages instead",
         )
     return env
-
-
-def is_cpu_only(resources: ResourceConfig) -> bool:
-    """Whether the request has no accelerator."""
-    return isinstance(resources.device, CpuConfig)
 
 
 _PREEMPTION_ERRORS = (

@@ -144,13 +144,14 @@ class CallableJob(_Job):
         job_id: str,
         request: JobRequest,
         parent: str | None,
-        remote_fn: Any,
-        options: tuple[Any, dict[str, str], bytes],
+        prepared: tuple[Any, dict[str, str], bytes],
     ) -> None:
         super().__init__(client, job_id, request, parent)
-        self.remote = options[0]  # remote_fn with this request's options
-        self.env = tuple(options[1].items())
-        self.payload: bytes = options[2]
+        # The wrapper as a Ray remote function with this request's options, the env vars it
+        # sets itself, and the pickled entrypoint (see RayClient._prepared).
+        remote, env, self.payload = prepared
+        self.remote = remote
+        self.env = tuple(env.items())
         self.refs: list[Any] = []
         self.outcomes: dict[int, tuple[Any, ...]] = {}
         self.settled = 0

@@ -18,6 +18,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -63,7 +64,7 @@ def _flush_loop() -> None:
 
     registries: dict[tuple[str, str], Any] = {}
     while True:
-        threading.Event().wait(_FLUSH_INTERVAL)
+        time.sleep(_FLUSH_INTERVAL)  # the streaming cadence, not synchronisation
         with _active_lock:
             pending = list(_active.items())
         for job_id, (buffer, sent, ctx) in pending:
