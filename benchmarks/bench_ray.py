@@ -74,7 +74,7 @@ def _compare(
 def run(repeats: int = 5) -> list[dict[str, Any]]:
     import ray
 
-    from fray import Entrypoint, JobRequest, wait_all
+    from fray import Entrypoint, JobRequest, ResourceConfig, wait_all
     from fray_ray import RayClient
 
     root = tempfile.mkdtemp(prefix="fb", dir="/tmp")
@@ -102,7 +102,12 @@ def run(repeats: int = 5) -> list[dict[str, Any]]:
         raw_actor: Any = ray.remote(here.Echo).options(num_cpus=0).remote()
         ray.get(raw_actor.ping.remote())
         fray_actor = client.create_actor(here.Echo, name="echo")
-        request = JobRequest(name="noop", entrypoint=Entrypoint.from_callable(here.noop))
+        # The same reservation on both sides: one CPU and no memory (Ray's task default).
+        request = JobRequest(
+            name="noop",
+            entrypoint=Entrypoint.from_callable(here.noop),
+            resources=ResourceConfig(cpu=1, ram="0"),
+        )
 
         calls = 500
 

@@ -206,3 +206,88 @@ def deadline_wait(predicate: Callable[[], bool], timeout: float = 120.0) -> None
         assert time.monotonic() < deadline, "timed out"
         time.sleep(delay)  # polling a bounded wait
         delay = min(delay * 2, 0.2)
+
+
+# -- how a job's end is noticed (RayClient._start_bound, CallableJob.drive, Watcher) ---------
+
+
+def own_job_id() -> str | None:
+    return os.environ.get("FRAY_JOB_ID")
+
+
+def count_attempt_then_fail_once(path: str) -> str:
+    """Appends to ``path``; raises on the first attempt."""
+    with open(path, "a") as f:
+        f.write("x")
+    if os.path.getsize(path) == 1:
+        raise ValueError("first attempt fails")
+    return "second attempt"
+
+
+def fails_once(marker: Path) -> JobRequest:
+    return JobRequest(
+        name="flaky",
+        entrypoint=Entrypoint.from_callable(count_attempt_then_fail_once, [str(marker)]),
+        max_retries_failure=1,
+    )
+
+
+def test_a_resubmitted_request_runs_under_the_id_its_handle_reports(client: RayClient) -> None:
+    # From the second submission on, the request runs as an exported function without task
+    # arguments and the job id comes from the Ray task id: driver and worker must agree.
+    request = JobRequest(name="whoami", entrypoint=Entrypoint.from_callable(own_job_id))
+    handles = [client.submit(request) for _ in range(4)]
+    ids = [handle.job_id for handle in handles]
+    assert [handle.result(timeout=120) for handle in handles] == ids
+    assert len(set(ids)) == 4
+    assert all(job_id.startswith("whoami-") for job_id in ids)
+    assert {info.job_id for info in client.list_jobs()} >= set(ids)
+    assert client._prepared(request).bound_remotes  # pyright: ignore[reportPrivateUsage]
+
+
+def test_an_id_clash_on_the_bound_path_falls_back_to_a_fresh_id(
+    client: RayClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fray_ray._client as client_module
+
+    request = JobRequest(name="clash", entrypoint=Entrypoint.from_callable(own_job_id))
+    first = client.submit(request)  # the payload path: a random id
+    assert first.result(timeout=120) == first.job_id
+    # Every bound submission now computes the id of the first job in the driver.
+    token = first.job_id.rsplit("-", 1)[1]
+    monkeypatch.setattr(client_module, "job_token", lambda _task, _salt: token)
+    second = client.submit(request)
+    assert second.job_id != first.job_id
+    assert second.result(timeout=120) == second.job_id
+    assert first.status() is JobStatus.SUCCEEDED
+
+
+def test_a_job_nobody_waits_for_is_still_retried_and_finished(
+    client: RayClient, tmp_path: Path
+) -> None:
+    # No wait(), result(), status() or callback: the deferred watch must drive the retry.
+    marker = tmp_path / "attempts"
+    handle = client.submit(fails_once(marker))
+    job = handle._job  # pyright: ignore[reportPrivateUsage]
+    assert job.done.wait(120), "the job never finished without a waiter"
+    assert marker.read_text() == "xx"
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.value == "second attempt"
+    assert (job.attempts, job.failures) == (2, 1)
+
+
+def test_wait_all_batches_many_jobs_with_a_retry_among_them(
+    client: RayClient, tmp_path: Path
+) -> None:
+    from fray import wait_all
+
+    flaky = fails_once(tmp_path / "attempts")
+    quick = JobRequest(name="quick", entrypoint=Entrypoint.from_callable(own_job_id))
+    handles = [client.submit(quick) for _ in range(20)]
+    handles.insert(7, client.submit(flaky))
+    statuses = wait_all(handles, timeout=120)
+    assert statuses == [JobStatus.SUCCEEDED] * 21
+    assert handles[7].result() == "second attempt"
+    assert [h.result() for i, h in enumerate(handles) if i != 7] == [
+        h.job_id for i, h in enumerate(handles) if i != 7
+    ]

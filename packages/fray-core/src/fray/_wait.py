@@ -5,13 +5,18 @@ from __future__ import annotations
 import queue
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from fray._types import JobStatus
 from fray.errors import JobTimeoutError
 
 __all__ = ["wait_all"]
+
+# ``wait_many(handles, timeout)``: waits in the calling thread until every handle is
+# finished, one has failed or ``timeout`` passed; returns the positions of the finished
+# handles, or None where the backend cannot wait for these handles together.
+_BatchWait = Callable[[list[Any], float | None], list[int] | None]
 
 _POLL_START_S = 0.02
 _POLL_MAX_S = 1.0
@@ -81,12 +86,20 @@ def wait_all(
     deadline = None if timeout is None else time.monotonic() + timeout
     events: queue.SimpleQueue[int] = queue.SimpleQueue()
     polled: list[int] = []
-    for index, handle in enumerate(handles):
-        add_callback = getattr(handle, "add_done_callback", None)
-        if add_callback is None:
-            polled.append(index)
-        else:
-            add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
+    # A backend may wait for many of its handles at once in this thread (``wait_many``),
+    # cheaper than a callback per job.
+    kind: type[Any] = type(handles[0])  # pyright: ignore[reportUnknownVariableType]
+    batch: _BatchWait | None = getattr(kind, "wait_many", None)
+    same_kind = all(type(h) is kind for h in handles)
+    if batch is not None and (not same_kind or batch(handles, 0.0) is None):
+        batch = None
+    if batch is None:
+        for index, handle in enumerate(handles):
+            add_callback = getattr(handle, "add_done_callback", None)
+            if add_callback is None:
+                polled.append(index)
+            else:
+                add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
 
     statuses: list[JobStatus | None] = [None] * len(handles)
     remaining = len(handles)
@@ -130,6 +143,12 @@ def wait_all(
         wait_for = poll_interval if polled else _PROGRESS_EVERY_S
         if deadline is not None:
             wait_for = min(wait_for, max(deadline - now, 0.0))
+        if batch is not None:
+            pending = [i for i, s in enumerate(statuses) if s is None]
+            finished = batch([handles[i] for i in pending], wait_for) or []
+            for position in finished:
+                settle(pending[position])
+            continue
         try:
             index = events.get(timeout=wait_for)
         except queue.Empty:

@@ -38,11 +38,13 @@ from fray_ray._jobs import (
     RayJobHandle,
     RemoteJobHandle,
     SubmittedJobHandle,
+    Watcher,
     _Job,
     api_job_info,
 )
 from fray_ray._registry import JobRegistry
-from fray_ray._worker import current_job, execute
+from fray_ray._worker import bound as bound_job
+from fray_ray._worker import current_job, execute, job_token
 
 __all__ = ["RayClient"]
 
@@ -119,6 +121,54 @@ class _RemoteParts:
         return cls
 
 
+class _Prepared:
+    """A callable request made ready for Ray once: its task options, the env vars the
+    wrapper sets, the pickled entrypoint and, once it is submitted again, a function
+    exported with all of that bound in (one per submitting parent)."""
+
+    MAX_BOUND = 64  # exported functions per client: each stays in the GCS for the session
+
+    def __init__(
+        self,
+        request: JobRequest,
+        execute: Any,
+        options: dict[str, Any],
+        env: dict[str, str],
+        payload: bytes,
+    ) -> None:
+        self.request = request
+        self.options = options
+        self.env = env
+        self.payload = payload
+        self.remote = execute.options(**options)
+        self.uses = 0
+        self.bound_remotes: dict[str | None, tuple[Any, int]] = {}
+
+    def parts(self) -> tuple[Any, dict[str, str], bytes]:
+        return self.remote, self.env, self.payload
+
+    def bound(self, client: RayClient, parent: str | None) -> tuple[Any, int] | None:
+        """The exported function for this request and parent, and its id salt; ``None``
+        on a first submission (a one-off job is not worth an export)."""
+        import ray
+
+        self.uses += 1
+        found = self.bound_remotes.get(parent)
+        if found is not None or self.uses < 2:
+            return found
+        with client._lock:  # pyright: ignore[reportPrivateUsage]
+            if client.bound_functions >= self.MAX_BOUND:
+                return None
+            client.bound_functions += 1
+        salt = secrets.randbits(32)
+        env = tuple(self.env.items())
+        context = (client.namespace, client.registry_name, client.echo_logs, env)
+        function = bound_job(self.payload, self.request.name, parent, context, salt)
+        remote = ray.remote(max_retries=0)(function).options(**self.options)
+        found = self.bound_remotes[parent] = (remote, salt)
+        return found
+
+
 class RayClient:
     """Runs Fray jobs and actors on Ray.
 
@@ -158,7 +208,12 @@ class RayClient:
         self._dashboard: str | None = None
         self._jobs_api: Any = None
         self._resources: dict[str, float] | None = None
-        self._prepared_cache: dict[int, tuple[JobRequest, tuple[Any, dict[str, str], bytes]]] = {}
+        self._prepared_cache: dict[int, _Prepared] = {}
+        self.bound_functions = 0  # exported job functions (see _Prepared.bound)
+        self._watcher = Watcher()
+        self._progress = threading.Condition()
+        self._generation = 0
+        self._retries = 0
         self.executor = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fray-ray")
         if _registry is not None:  # a client inside a job or actor: the driver's registry
             self._parts = _RemoteParts.load()
@@ -243,10 +298,9 @@ class RayClient:
         if self.is_shutdown:
             raise FrayError("this RayClient was shut down; create a new one")
 
-    def _new_job_id(self, name: str) -> tuple[str, str | None]:
-        parent = current_job()
-        own = f"{name}-{secrets.token_hex(4)}"
-        return (f"{parent}/{own}" if parent else own), parent
+    def _new_job_id(self, name: str, parent: str | None, token: str | None = None) -> str:
+        own = f"{name}-{token or secrets.token_hex(4)}"
+        return f"{parent}/{own}" if parent else own
 
     def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> Any:
         """Starts a job: a Ray task per replica (callable), a Ray job (command) or a TPU gang.
@@ -257,36 +311,67 @@ class RayClient:
         self._check_open()
         if not isinstance(request, JobRequest):
             raise InvalidRequestError.for_field("request", request, "must be a JobRequest")
-        job_id, parent = self._new_job_id(request.name)
+        parent = current_job()
         if isinstance(request.resources.device, TpuConfig):
-            return self._submit_tpu(request, job_id)
+            return self._submit_tpu(request, self._new_job_id(request.name, parent))
         self._check_head_node(request.resources, "JobRequest.resources.preemptible")
+        job: _Job | None = None
         if request.entrypoint.is_callable:
-            remote, env, payload = self._prepared(request)
-            job: _Job = CallableJob(self, job_id, request, parent, (remote, env, payload))
+            prepared = self._prepared(request)
+            job = self._start_bound(request, prepared, parent)
+            if job is None:
+                job_id = self._new_job_id(request.name, parent)
+                job = CallableJob(self, job_id, request, parent, prepared.parts())
         else:
+            job_id = self._new_job_id(request.name, parent)
             job = CommandJob(self, job_id, request, parent, self._command_kwargs(request, job_id))
             self.jobs_api()
+        if job.attempts:  # started already (a bound function)
+            with self._lock:
+                self._jobs[job.job_id] = job
+            return RayJobHandle(job)
         with self._lock:
-            self._jobs[job_id] = job
+            self._jobs[job.job_id] = job
         if self.mirrors:  # recorded before it runs, so its parent can see it at once
-            self._registry_call("put", job_id, job.record(), wait=True)
+            self._registry_call("put", job.job_id, job.record(), wait=True)
         job.start()
         if self.mirrors and not job.done.is_set():
-            self._registry_call("put", job_id, job.record(), wait=True)
+            self._registry_call("put", job.job_id, job.record(), wait=True)
         return RayJobHandle(job)
 
-    def _prepared(self, request: JobRequest) -> tuple[Any, dict[str, str], bytes]:
-        """The Ray remote function with this request's options, the env the wrapper sets and
-        the pickled entrypoint: computed once per request object (resubmitting the same
-        request, as launchers and retries do, costs no re-validation or re-pickling)."""
+    def _start_bound(
+        self, request: JobRequest, prepared: _Prepared, parent: str | None
+    ) -> CallableJob | None:
+        """Starts the first attempt of a resubmitted single-replica request through its
+        exported function (no task arguments); ``None`` where that does not apply."""
+        if self.mirrors or request.replica_count != 1:
+            return None  # nested jobs are recorded before they start; replicas need an index
+        bound = prepared.bound(self, parent)
+        if bound is None:
+            return None
+        remote, salt = bound
+        ref = remote.remote()
+        job_id = self._new_job_id(request.name, parent, job_token(ref.task_id().hex(), salt))
+        with self._lock:
+            clash = job_id in self._jobs
+        if clash:  # 32 random bits met an id in use: run it under a fresh id instead
+            self.cancel_refs([ref], wait=True)
+            return None
+        job = CallableJob(self, job_id, request, parent, prepared.parts())
+        job.start(first=[ref])
+        return job
+
+    def _prepared(self, request: JobRequest) -> _Prepared:
+        """The Ray options, the env the wrapper sets and the pickled entrypoint of a request:
+        computed once per request object (resubmitting the same request, as launchers and
+        retries do, costs no re-validation or re-pickling)."""
         import cloudpickle
 
         key = id(request)
         with self._lock:
             cached = self._prepared_cache.get(key)
-        if cached is not None and cached[0] is request:
-            return cached[1]
+        if cached is not None and cached.request is request:
+            return cached
         options, env = task_options(request)
         entry = request.entrypoint
         try:
@@ -297,11 +382,11 @@ class RayClient:
                 entry.describe(),
                 f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
             ) from exc
-        prepared = (self._parts.execute.options(**options), env, payload)
+        prepared = _Prepared(request, self._parts.execute, options, env, payload)
         with self._lock:
             if len(self._prepared_cache) >= 64:
                 self._prepared_cache.pop(next(iter(self._prepared_cache)))
-            self._prepared_cache[key] = (request, prepared)
+            self._prepared_cache[key] = prepared
         return prepared
 
     def _command_kwargs(self, request: JobRequest, job_id: str) -> dict[str, Any]:
@@ -361,6 +446,29 @@ class RayClient:
                     "with the dashboard, or run the command from a callable job"
                 ) from exc
         return self._jobs_api
+
+    def watch_later(self, job: CallableJob, attempt: int, delay: float) -> None:
+        """Gives ``attempt`` completion callbacks after ``delay`` unless someone fetches it."""
+        self._watcher.add(job, attempt, delay)
+
+    def progress(self, *, retry: bool = False) -> None:
+        """Called when a callable job starts an attempt (``retry``: not its first) or ends."""
+        with self._progress:
+            self._generation += 1
+            if retry:
+                self._retries += 1
+            self._progress.notify_all()
+
+    def progress_generation(self) -> int:
+        return self._generation
+
+    def retry_generation(self) -> int:
+        return self._retries
+
+    def wait_progress(self, generation: int, timeout: float | None) -> None:
+        """Waits until some job started an attempt or ended after ``generation``."""
+        with self._progress:
+            self._progress.wait_for(lambda: self._generation != generation, timeout)
 
     def job_finished(self, job: _Job) -> None:
         """Called once per job when it ends (records nested jobs in the registry)."""
@@ -634,6 +742,7 @@ class RayClient:
             group.shutdown()
         for thread in threads:
             thread.join(timeout=120)
+        self._watcher.stop()
         self.executor.shutdown(wait=wait)
         fray_client.forget_default(self)
         if self._owns_ray:

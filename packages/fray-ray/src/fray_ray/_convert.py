@@ -118,7 +118,8 @@ def task_options(request: JobRequest) -> tuple[dict[str, Any], dict[str, str]]:
         )
     options = _scheduling(resources, "JobRequest.resources")
     options["num_cpus"] = resources.cpu
-    options["memory"] = resources.ram_bytes
+    if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
+        options["memory"] = resources.ram_bytes
     user_env = request.environment.env_vars if request.environment is not None else {}
     env = runtime_env(request.environment, request.env_vars if user_env else {})
     if env:
@@ -159,7 +160,8 @@ def actor_options(resources: ResourceConfig | None) -> dict[str, Any]:
     _reject_disk(resources, "resources")
     options = _scheduling(resources, "resources")
     options["num_cpus"] = resources.cpu
-    options["memory"] = resources.ram_bytes
+    if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
+        options["memory"] = resources.ram_bytes
     return options
 
 

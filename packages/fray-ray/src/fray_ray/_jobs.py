@@ -15,6 +15,7 @@ A command job goes through Ray's Jobs API (it needs the dashboard) and is polled
 from __future__ import annotations
 
 import concurrent.futures
+import heapq
 import logging
 import shlex
 import threading
@@ -29,7 +30,7 @@ from fray_ray._convert import is_preemption
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
 
-__all__ = ["CallableJob", "CommandJob", "RayJobHandle", "RemoteJobHandle"]
+__all__ = ["CallableJob", "CommandJob", "RayJobHandle", "RemoteJobHandle", "Watcher", "drive_jobs"]
 
 logger = logging.getLogger("fray.ray")
 
@@ -117,6 +118,7 @@ class _Job:
             callbacks, self.callbacks = self.callbacks, []
         self.client.job_finished(self)
         self.done.set()
+        self.client.progress()
         for callback in callbacks:
             try:
                 callback()
@@ -136,7 +138,16 @@ class _Job:
 
 
 class CallableJob(_Job):
-    """A callable job: one Ray task per replica per attempt."""
+    """A callable job: one Ray task per replica per attempt.
+
+    Who notices that an attempt ended: whoever waits for it. A thread in ``wait()`` or
+    ``result()`` (or ``wait_all``) fetches the outcome itself with one blocking Ray call, which
+    is far cheaper than a completion callback handed over from Ray's thread. An attempt that
+    nobody waits on for ``WATCH_AFTER`` seconds gets completion callbacks (``watch``), so
+    retries and final states never depend on a waiter; ``status()`` checks without blocking.
+    """
+
+    WATCH_AFTER = 0.5
 
     def __init__(
         self,
@@ -155,8 +166,12 @@ class CallableJob(_Job):
         self.refs: list[Any] = []
         self.outcomes: dict[int, tuple[Any, ...]] = {}
         self.settled = 0
+        self.watched = 0  # the attempt that has completion callbacks
+        self.claims = 0  # threads fetching this job's outcomes themselves
 
-    def start(self) -> None:
+    def start(self, first: list[Any] | None = None) -> None:
+        """Starts the next attempt (``first``: the refs of a first attempt already
+        submitted by the client)."""
         with self.lock:
             if self.stop_requested or self.done.is_set():
                 return
@@ -167,8 +182,8 @@ class CallableJob(_Job):
             self.status = JobStatus.RUNNING
             self.outcomes = {}
             count = self.request.replica_count
-            refs = []
-            for index in range(count):
+            refs = first or []
+            for index in range(len(refs), count):
                 ctx = (
                     self.job_id,
                     index,
@@ -180,20 +195,105 @@ class CallableJob(_Job):
                 )
                 refs.append(self.remote.remote((self.payload, ctx)))
             self.refs = refs
+            now = bool(self.callbacks) or self.client.mirrors
+        self.client.progress(retry=attempt > 1)
+        if now:
+            self.watch(attempt)
+        else:
+            self.client.watch_later(self, attempt, self.WATCH_AFTER)
+
+    def watch(self, attempt: int) -> None:
+        """Registers completion callbacks for ``attempt`` (once)."""
+        with self.lock:
+            if attempt != self.attempts or self.watched == attempt or self.done.is_set():
+                return
+            self.watched = attempt
+            refs = list(self.refs)
         for index, ref in enumerate(refs):
             ref.future().add_done_callback(
-                lambda future, i=index, a=attempt: self._replica_done(a, i, future)
+                lambda future, i=index, a=attempt: self._future_done(a, i, future)
             )
 
-    def _replica_done(
+    def due(self, attempt: int) -> float | None:
+        """For the deferred watch: ``None`` once nothing is left to do for ``attempt``, else
+        how long to wait before looking again (someone is fetching it)."""
+        with self.lock:
+            if attempt != self.attempts or self.watched == attempt or self.done.is_set():
+                return None
+            if self.claims:
+                return self.WATCH_AFTER
+        self.watch(attempt)
+        return None
+
+    def pending(self) -> tuple[int, list[tuple[int, Any]]]:
+        """The current attempt and its replicas without an outcome yet (none while the
+        attempt is being settled)."""
+        with self.lock:
+            if self.done.is_set() or self.settled == self.attempts:
+                return self.attempts, []
+            return self.attempts, [
+                (i, ref) for i, ref in enumerate(self.refs) if i not in self.outcomes
+            ]
+
+    def drive(self, timeout: float | None) -> None:
+        """Waits for the job in the calling thread; returns when it is done or ``timeout``
+        passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.lock:
+            self.claims += 1
+        try:
+            if self.request.replica_count == 1:
+                self._drive_one(deadline)
+            drive_jobs([self], deadline, until_all=True)
+        finally:
+            with self.lock:
+                self.claims -= 1
+
+    def _drive_one(self, deadline: float | None) -> None:
+        """``drive`` for a single replica: one blocking ``ray.get`` per attempt. Returns
+        when the job is done, at ``deadline``, or when the attempt is being settled
+        elsewhere."""
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        while not self.done.is_set():
+            attempt, todo = self.pending()
+            if not todo:
+                return
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                outcome: tuple[Any, ...] = ray.get(todo[0][1], timeout=remaining)
+            except GetTimeoutError:
+                return
+            except Exception as exc:  # a Ray error: the attempt's outcome
+                outcome = ("ray-error", exc)
+            self._replica_done(attempt, 0, outcome)
+
+    def poll(self) -> None:
+        """Takes whatever outcomes are ready, without blocking."""
+        if self.done.is_set():
+            return
+        with self.lock:
+            if self.watched == self.attempts:
+                return  # the callbacks keep it current
+        drive_jobs([self], time.monotonic(), until_all=False)
+
+    def _future_done(
         self, attempt: int, index: int, future: concurrent.futures.Future[Any]
     ) -> None:
         try:
             outcome: tuple[Any, ...] = future.result()
         except BaseException as exc:
             outcome = ("ray-error", exc)
+        self._replica_done(attempt, index, outcome)
+
+    def _replica_done(self, attempt: int, index: int, outcome: tuple[Any, ...]) -> None:
+        """Records a replica's outcome (from a completion callback or a waiting thread,
+        whichever comes first) and settles the attempt once it is decided."""
         with self.lock:
             if attempt != self.attempts or self.settled == attempt or self.done.is_set():
+                return
+            if index in self.outcomes:
                 return
             self.outcomes[index] = outcome
             count = self.request.replica_count
@@ -279,6 +379,172 @@ class CallableJob(_Job):
         if self.done.is_set():
             return list(self.lines)
         return list(self.lines) + self.client.registry_logs(self.job_id)
+
+
+def drive_jobs(
+    jobs: list[CallableJob], deadline: float | None, *, until_all: bool, fail_fast: bool = False
+) -> None:
+    """Fetches the outcomes of ``jobs`` in the calling thread, batched: one blocking Ray
+    call until a first ref is ready, then everything else that is ready, fetched together.
+
+    Returns at ``deadline``, or once every job is done (``until_all``) or any is, or (with
+    ``fail_fast``) once any has failed.
+    """
+    import ray
+
+    client = jobs[0].client
+    open_jobs = {job for job in jobs if not job.done.is_set()}
+    if not until_all and len(open_jobs) < len(jobs):
+        return
+    owners: dict[Any, tuple[CallableJob, int, int]] = {}
+    left: dict[CallableJob, int] = {}  # refs in ``owners`` per job
+    # Jobs with no ref left to fetch but not done are being settled elsewhere (a failure,
+    # a retry being started): nothing Ray can tell us about them.
+    settling: set[CallableJob] = set()
+    scanned = None
+    while open_jobs:
+        ended = [job for job in settling if job.done.is_set()]
+        if ended:
+            settling.difference_update(ended)
+            open_jobs.difference_update(ended)
+            if _stop(ended, until_all, fail_fast) or not open_jobs:
+                return
+        generation = client.progress_generation()
+        if scanned != client.retry_generation():  # new attempts have new refs
+            scanned = client.retry_generation()
+            owners.clear()
+            left.clear()
+            settling.clear()
+            for job in open_jobs:
+                attempt, todo = job.pending()
+                left[job] = len(todo)
+                if not todo:
+                    settling.add(job)
+                for index, ref in todo:
+                    owners[ref] = (job, attempt, index)
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if not owners:
+            client.wait_progress(generation, remaining)
+        else:
+            limit = remaining
+            if settling:  # look again soon
+                limit = _SETTLE_LOOK if remaining is None else min(remaining, _SETTLE_LOOK)
+            refs = list(owners)
+            ready, rest = ray.wait(refs, num_returns=1, timeout=limit)
+            if ready and rest:
+                # With many jobs in flight, let completions gather for a moment: one call
+                # per batch instead of one per job (each call costs in proportion to refs).
+                linger = _LINGER if len(rest) >= _LINGER_FROM else 0
+                more, _ = ray.wait(rest, num_returns=len(rest), timeout=linger)
+                ready += more
+            touched: list[CallableJob] = []
+            for ref, outcome in zip(ready, _fetch(ready), strict=True):
+                job, attempt, index = owners.pop(ref)
+                left[job] -= 1
+                job._replica_done(attempt, index, outcome)  # pyright: ignore[reportPrivateUsage]
+                touched.append(job)
+            ended = []
+            for job in touched:
+                if job.done.is_set():
+                    if job in open_jobs:
+                        open_jobs.discard(job)
+                        ended.append(job)
+                elif left[job] == 0:
+                    settling.add(job)
+            if ended and _stop(ended, until_all, fail_fast):
+                return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+
+
+def _stop(ended: list[CallableJob], until_all: bool, fail_fast: bool) -> bool:
+    if not until_all:
+        return True
+    return fail_fast and any(job.status is JobStatus.FAILED for job in ended)
+
+
+def _fetch(refs: list[Any]) -> list[tuple[Any, ...]]:
+    """The outcomes of ready refs: one Ray call for all; a Ray error becomes that
+    replica's outcome."""
+    import ray
+
+    if not refs:
+        return []
+    try:
+        return ray.get(refs)
+    except Exception:  # a Ray error in one of them (never the user's: that is a value)
+        outcomes: list[tuple[Any, ...]] = []
+        for ref in refs:
+            try:
+                outcomes.append(ray.get(ref))
+            except Exception as exc:
+                outcomes.append(("ray-error", exc))
+        return outcomes
+
+
+_SETTLE_LOOK = 0.05
+_LINGER = 0.002
+_LINGER_FROM = 16
+# wait_all over more jobs than this uses completion callbacks: a batched wait costs time in
+# proportion to the jobs still running, each time one ends.
+_BATCH_LIMIT = 512
+
+
+class Watcher:
+    """Registers completion callbacks for attempts nobody has waited on for a while (see
+    ``CallableJob``): one thread per client, a timer heap, no polling."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, CallableJob, int]] = []
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def add(self, job: CallableJob, attempt: int, delay: float) -> None:
+        with self._cond:
+            if self._stopped:
+                return
+            self._seq += 1
+            heapq.heappush(self._heap, (time.monotonic() + delay, self._seq, job, attempt))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="fray-ray-watch", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0][1] == self._seq:
+                self._cond.notify()
+
+    def stop(self) -> None:
+        """Watches everything still queued now, and ends the thread."""
+        with self._cond:
+            self._stopped = True
+            entries, self._heap = self._heap, []
+            self._cond.notify()
+        for _due, _seq, job, attempt in entries:
+            job.watch(attempt)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                due, _seq, job, attempt = self._heap[0]
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+            try:
+                again = job.due(attempt)
+            except Exception:  # a bug here must not stop the watching of other jobs
+                logger.exception("watching job %s failed", job.job_id)
+                continue
+            if again is not None:
+                self.add(job, attempt, again)
 
 
 class CommandJob(_Job):
@@ -434,12 +700,17 @@ class RayJobHandle:
 
     def status(self) -> JobStatus:
         """The job's current status."""
-        return self._job.status
+        job = self._job
+        if isinstance(job, CallableJob) and not job.done.is_set():
+            job.poll()
+        return job.status
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
         job = self._job
-        if not job.done.wait(timeout):
+        if isinstance(job, CallableJob) and not job.done.is_set():
+            job.drive(timeout)
+        if not job.done.wait(0 if isinstance(job, CallableJob) else timeout):
             raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
         if job.status is JobStatus.FAILED and raise_on_failure:
             _raise_for(job.job_id, job.status, job.error, job.cause)
@@ -486,6 +757,8 @@ class RayJobHandle:
     def info(self) -> JobInfo:
         """Attempts, preemptions, failures, error, parent and children."""
         job = self._job
+        if isinstance(job, CallableJob) and not job.done.is_set():
+            job.poll()
         return job.info(tuple(job.client.children_of(job.job_id)))
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
@@ -494,8 +767,32 @@ class RayJobHandle:
         with job.lock:
             if not job.done.is_set():
                 job.callbacks.append(lambda: callback(self))
-                return
-        callback(self)
+                attempt = job.attempts
+            else:
+                attempt = None
+        if attempt is None:
+            callback(self)
+        elif isinstance(job, CallableJob):
+            job.watch(attempt)  # a callback must not wait for the deferred watch
+
+    @staticmethod
+    def wait_many(handles: list[Any], timeout: float | None) -> list[int] | None:
+        """For ``fray.wait_all``: fetches outcomes in the calling thread, batched, until all
+        of ``handles`` are finished, one has failed or ``timeout`` passed; returns the
+        positions of the finished ones. ``None`` (nothing done) when these handles are not
+        all callable jobs of one client, or too many to batch."""
+        jobs: list[CallableJob] = []
+        for handle in handles:
+            job = getattr(handle, "_job", None)
+            if not isinstance(handle, RayJobHandle) or not isinstance(job, CallableJob):
+                return None
+            jobs.append(job)
+        if len(jobs) > _BATCH_LIMIT or any(j.client is not jobs[0].client for j in jobs):
+            return None
+        if jobs:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            drive_jobs(jobs, deadline, until_all=True, fail_fast=True)
+        return [i for i, job in enumerate(jobs) if job.done.is_set()]
 
     def __repr__(self) -> str:
         return f"RayJobHandle({self._job.job_id!r}, {self._job.status.value})"

@@ -26,7 +26,7 @@ from fray import _client
 from fray._logbuf import LogBuffer, capture_into
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 
-__all__ = ["JobContext", "current_job", "execute"]
+__all__ = ["JobContext", "bound", "current_job", "execute", "job_token"]
 
 _current_job: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "fray_ray_current_job", default=None
@@ -96,6 +96,35 @@ def _picklable(exc: BaseException, text: str) -> BaseException:
     return exc
 
 
+def job_token(task_id: str, salt: int) -> str:
+    """The random part of a job id taken from the Ray task that runs its first attempt:
+    the task id's leading (hashed, unique) bytes mixed with a per-function salt, so ids do
+    not repeat across Ray sessions. Driver and worker compute the same token."""
+    return f"{int(task_id[:8], 16) ^ salt:08x}"
+
+
+def bound(
+    pickled: bytes,
+    name: str,
+    parent: str | None,
+    context: tuple[str, str, bool, tuple[tuple[str, str], ...]],
+    salt: int,
+) -> Any:
+    """A job function that needs no task arguments: the entrypoint and the job's context
+    are part of the function, and the job id comes from the Ray task id. Ray charges for
+    every task argument; a request submitted again and again is exported once this way."""
+
+    def run() -> tuple[Any, ...]:
+        import ray
+
+        token = job_token(ray.get_runtime_context().get_task_id() or "", salt)
+        job_id = f"{parent}/{name}-{token}" if parent else f"{name}-{token}"
+        namespace, registry, echo, env = context
+        return _run(pickled, JobContext(job_id, 0, 1, namespace, registry, echo, env))
+
+    return run
+
+
 def execute(payload: tuple[bytes, tuple[Any, ...]]) -> tuple[Any, ...]:
     """Runs one replica. Returns ``("ok", value, lines)`` or ``("error", exc, tb, lines)``.
 
@@ -103,12 +132,15 @@ def execute(payload: tuple[bytes, tuple[Any, ...]]) -> tuple[Any, ...]:
     and plain values only, pickled once per job by the client. Ray serialises such an
     argument several times faster than a function and a dataclass.
     """
+    pickled, fields = payload
+    return _run(pickled, JobContext(*fields))
+
+
+def _run(pickled: bytes, ctx: JobContext) -> tuple[Any, ...]:
     import cloudpickle
 
     from fray_ray._client import RayClient
 
-    pickled, fields = payload
-    ctx = JobContext(*fields)
     fn, args, kwargs = cloudpickle.loads(pickled)
     buffer = LogBuffer()
     names = (FRAY_JOB_ID, FRAY_TASK_INDEX, FRAY_NUM_TASKS, *(k for k, _v in ctx.env))
@@ -119,7 +151,7 @@ def execute(payload: tuple[bytes, tuple[Any, ...]]) -> tuple[Any, ...]:
     os.environ[FRAY_NUM_TASKS] = str(ctx.count)
     client = RayClient.for_job(ctx.namespace, ctx.registry)
     client_token = _client._explicit.set(client)
-    job_token = _current_job.set(ctx.job_id)
+    current_token = _current_job.set(ctx.job_id)
     with _active_lock:
         _active[ctx.job_id] = (buffer, [0], ctx)
     _ensure_flusher()
@@ -138,7 +170,7 @@ def execute(payload: tuple[bytes, tuple[Any, ...]]) -> tuple[Any, ...]:
         with _active_lock:
             _active.pop(ctx.job_id, None)
         client.end_children_of(ctx.job_id)
-        _current_job.reset(job_token)
+        _current_job.reset(current_token)
         _client._explicit.reset(client_token)
         for name, old in saved.items():
             if old is None:
