@@ -7,7 +7,8 @@
     job = client.submit(JobRequest(name="hello", entrypoint=hello))
     wait_all([job])
 
-``import fray`` stays light: backends (and ray, jax, iris, fsspec) load only when used.
+``import fray`` stays light: the request types (pydantic) and the backends (ray, jax, iris,
+fsspec) load only when first used.
 """
 
 from __future__ import annotations
@@ -22,22 +23,6 @@ from fray._client import (
     parse_client_spec,
     register_backend,
     set_current_client,
-)
-from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod, Client, JobHandle
-from fray._types import (
-    ActorConfig,
-    CpuConfig,
-    DeviceConfig,
-    Entrypoint,
-    EnvironmentConfig,
-    GpuConfig,
-    JobInfo,
-    JobRequest,
-    JobStatus,
-    ResourceConfig,
-    TpuConfig,
-    create_environment,
-    parse_memory,
 )
 from fray._wait import wait_all
 from fray.errors import (
@@ -56,6 +41,29 @@ from fray.errors import (
 
 if TYPE_CHECKING:
     from fray._local import LocalClient, current_job_id, task_index
+    from fray._protocols import (
+        ActorFuture,
+        ActorGroup,
+        ActorHandle,
+        ActorMethod,
+        Client,
+        JobHandle,
+    )
+    from fray._types import (
+        ActorConfig,
+        CpuConfig,
+        DeviceConfig,
+        Entrypoint,
+        EnvironmentConfig,
+        GpuConfig,
+        JobInfo,
+        JobRequest,
+        JobStatus,
+        ResourceConfig,
+        TpuConfig,
+        create_environment,
+        parse_memory,
+    )
 
 __version__ = "0.1.0"
 
@@ -104,7 +112,34 @@ __all__ = [
     "wait_all",
 ]
 
-_LAZY = {"LocalClient": "fray._local", "current_job_id": "fray._local", "task_index": "fray._local"}
+# Loaded on first use: the request types pull in pydantic, the backends much more.
+_LAZY = {
+    "LocalClient": "fray._local",
+    "current_job_id": "fray._local",
+    "task_index": "fray._local",
+    **dict.fromkeys(
+        ("ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"),
+        "fray._protocols",
+    ),
+    **dict.fromkeys(
+        (
+            "ActorConfig",
+            "CpuConfig",
+            "DeviceConfig",
+            "Entrypoint",
+            "EnvironmentConfig",
+            "GpuConfig",
+            "JobInfo",
+            "JobRequest",
+            "JobStatus",
+            "ResourceConfig",
+            "TpuConfig",
+            "create_environment",
+            "parse_memory",
+        ),
+        "fray._types",
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -116,3 +151,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -6,10 +6,12 @@ import queue
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from fray._types import JobStatus
 from fray.errors import JobTimeoutError
+
+if TYPE_CHECKING:
+    from fray._types import JobStatus
 
 __all__ = ["wait_all"]
 
@@ -80,6 +82,8 @@ def wait_all(
             with the user's exception chained.
         JobTimeoutError: ``timeout`` passed before every job finished.
     """
+    from fray._types import JobStatus
+
     handles = list(jobs)
     if not handles:
         return []
