@@ -14,6 +14,17 @@ nox.options.sessions = ["lint", "typecheck", "tests", "examples"]
 
 PACKAGES = ["fray-core", "fray-testing", "fray-tpu", "fray-ray", "fray-iris"]
 
+# For every session that runs Fray: no accelerator probing, no ambient cluster or client, and
+# Ray must not replicate the `uv run` environment to its workers (``uv run nox`` makes every
+# driver a `uv run` descendant: Ray would then start workers through a job-wide py_executable
+# and package the checkout as a working_dir, and ignore task-level pip envs).
+_ENV = {
+    "JAX_PLATFORMS": "cpu",
+    "RAY_ADDRESS": "",
+    "FRAY_CLIENT_SPEC": "",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+}
+
 
 def _sync(session: nox.Session, *args: str) -> None:
     """Installs from the lockfile into the session's virtualenv."""
@@ -33,7 +44,7 @@ def _sync(session: nox.Session, *args: str) -> None:
 def tests(session: nox.Session, package: str) -> None:
     """Runs one package's tests with only that package and its dependencies installed."""
     _sync(session, "--package", package, "--group", "test")
-    env = {"JAX_PLATFORMS": "cpu", "RAY_ADDRESS": "", "FRAY_CLIENT_SPEC": ""}
+    env = dict(_ENV)
     session.run(
         "python",
         "-m",
@@ -68,7 +79,7 @@ def bench(session: nox.Session) -> None:
     ``uv run nox -s bench -- --only local --repeats 9``: arguments go to benchmarks/run.py.
     """
     _sync(session, "--all-packages", "--all-groups")
-    env = {"JAX_PLATFORMS": "cpu", "RAY_ADDRESS": "", "FRAY_CLIENT_SPEC": ""}
+    env = dict(_ENV)
     session.run("python", "benchmarks/run.py", *session.posargs, env=env)
 
 
@@ -80,7 +91,7 @@ def examples(session: nox.Session) -> None:
     local Ray and an in-process Iris cluster that the tests start, and checks the outputs.
     """
     _sync(session, "--all-packages", "--group", "examples")
-    env = {"JAX_PLATFORMS": "cpu", "RAY_ADDRESS": "", "FRAY_CLIENT_SPEC": ""}
+    env = dict(_ENV)
     session.run(
         "python",
         "-m",

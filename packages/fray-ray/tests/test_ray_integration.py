@@ -153,11 +153,6 @@ def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: P
     assert "colour=teal" in list(command.logs())
 
 
-@pytest.mark.skip(
-    reason="open bug (issue #4): in a freshly created venv the first pip runtime env job "
-    "runs without the package (ModuleNotFoundError); it passes on every later run of the "
-    "same venv. Skipped until the cause is found, not deleted."
-)
 def test_pip_runtime_env_installs_a_package(client: RayClient):
     # Runs before the node-kill test: on the replacement node that test adds, a pip env was
     # seen built but not applied to the worker (Ray 2.60, one machine posing as two nodes).
@@ -172,6 +167,48 @@ def test_pip_runtime_env_installs_a_package(client: RayClient):
         )
     )
     assert job.result(timeout=300) == "pyjokes"
+
+
+_PY_EXECUTABLE_DRIVER = """
+import sys
+import ray
+from fray import Entrypoint, EnvironmentConfig, JobRequest
+from fray.errors import InvalidRequestError
+from fray_ray import RayClient
+
+ray.init(address=sys.argv[1], runtime_env={"py_executable": sys.executable})
+client = RayClient(namespace="py-executable")
+try:
+    client.submit(JobRequest(
+        name="pip",
+        entrypoint=Entrypoint.from_callable(print),
+        environment=EnvironmentConfig(pip_packages=("pyjokes",)),
+    ))
+except InvalidRequestError as exc:
+    print("refused:", exc.field)
+else:
+    print("accepted")
+client.shutdown()
+ray.shutdown()
+"""
+
+
+def test_pip_packages_are_refused_when_the_ray_job_sets_py_executable(
+    cluster: LocalRayCluster,
+) -> None:
+    # Ray sets a job-wide py_executable for a driver run under `uv run`; every worker then
+    # starts with it and a task's pip env is silently ignored (seen in CI: ModuleNotFound).
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run(
+        [sys.executable, "-c", _PY_EXECUTABLE_DRIVER, cluster.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert "refused: JobRequest.environment.pip_packages" in out.stdout, out.stdout + out.stderr
 
 
 def test_killed_worker_node_is_a_preemption_and_the_job_reruns(

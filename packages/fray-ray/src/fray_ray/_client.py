@@ -373,6 +373,8 @@ class RayClient:
         if cached is not None and cached.request is request:
             return cached
         options, env = task_options(request)
+        if "pip" in options.get("runtime_env", {}):
+            self._check_pip_applies()
         entry = request.entrypoint
         try:
             payload = cloudpickle.dumps((entry.callable, entry.args, entry.kwargs))
@@ -388,6 +390,24 @@ class RayClient:
                 self._prepared_cache.pop(next(iter(self._prepared_cache)))
             self._prepared_cache[key] = prepared
         return prepared
+
+    def _check_pip_applies(self) -> None:
+        """A Ray job whose runtime env sets ``py_executable`` (Ray does so for a driver run
+        under ``uv run``, to replicate its environment) starts every worker with that
+        interpreter, and Ray then silently ignores a task's pip packages: refuse instead."""
+        import ray
+
+        job_env = ray.get_runtime_context().runtime_env or {}
+        executable = job_env.get("py_executable")
+        if executable:
+            raise InvalidRequestError.for_field(
+                "JobRequest.environment.pip_packages",
+                "(set)",
+                "empty when this Ray job starts its workers with py_executable="
+                f"{executable!r}, as Ray does for a driver run under `uv run`: Ray would run "
+                "the job without the packages. Add them to the project instead, or start "
+                "the driver with RAY_ENABLE_UV_RUN_RUNTIME_ENV=0",
+            )
 
     def _command_kwargs(self, request: JobRequest, job_id: str) -> dict[str, Any]:
         kwargs = command_options(request)
