@@ -43,6 +43,7 @@ from typing import Any, Self, TypeVar
 from fray import _client
 from fray._actor import ActorContext
 from fray._actor import _current as _current_actor
+from fray._handles import check_result
 from fray._logbuf import LogBuffer, capture_into, echo_stream, follow_many, merge_logs
 from fray._types import (
     ActorConfig,
@@ -207,12 +208,7 @@ class LocalJobHandle:
         """The callable's return value; see ``fray.JobHandle.result``."""
         status = self.wait(timeout)
         job = self._job
-        if status is not JobStatus.SUCCEEDED:
-            raise JobFailedError(job.job_id, status, job.error or "the job was stopped")
-        if not job.request.entrypoint.is_callable:
-            raise JobFailedError(
-                job.job_id, status, "a command job has no return value; read its logs()"
-            )
+        check_result(job.job_id, status, job.error, is_callable=job.request.entrypoint.is_callable)
         return job.value
 
     def terminate(self) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from fray import JobInfo, JobRequest, JobStatus
+from fray._handles import check_result
 from fray.errors import FrayError, JobFailedError, JobTimeoutError
 from fray_ray._convert import is_preemption
 
@@ -720,12 +721,7 @@ class RayJobHandle:
         """The callable's return value; see ``fray.JobHandle.result``."""
         status = self.wait(timeout)
         job = self._job
-        if status is not JobStatus.SUCCEEDED:
-            raise JobFailedError(job.job_id, status, job.error or "the job was stopped")
-        if not job.request.entrypoint.is_callable:
-            raise JobFailedError(
-                job.job_id, status, "a command job has no return value; read its logs()"
-            )
+        check_result(job.job_id, status, job.error, is_callable=job.request.entrypoint.is_callable)
         return job.value
 
     def terminate(self) -> None:

@@ -28,6 +28,7 @@ from fray import (
     ResourceConfig,
     set_current_client,
 )
+from fray._handles import check_result
 from fray.errors import (
     FrayError,
     InvalidRequestError,
@@ -389,12 +390,7 @@ class FakeJobHandle:
         """
         status = self.wait(timeout)
         job = self._job
-        if status is not JobStatus.SUCCEEDED:
-            raise JobFailedError(job.job_id, status, job.error or "the job was stopped")
-        if not job.request.entrypoint.is_callable:
-            raise JobFailedError(
-                job.job_id, status, "a command job has no return value; read its logs()"
-            )
+        check_result(job.job_id, status, job.error, is_callable=job.request.entrypoint.is_callable)
         return job.value
 
     def terminate(self) -> None:
