@@ -44,7 +44,7 @@ def host_main(workdir: str) -> str:
 
 
 def _starts(workdir: Path) -> list[tuple[float, str]]:
-    found = []
+    found: list[tuple[float, str]] = []
     for path in workdir.glob("start-*"):
         try:
             found.append((float(path.read_text()), path.name.split("-", 2)[2]))

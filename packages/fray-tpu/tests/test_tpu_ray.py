@@ -135,6 +135,15 @@ def jax_on_every_host(port: int) -> dict[str, Any]:
         jax.distributed.shutdown()
 
 
+def main_thread_and_signal_handler() -> dict[str, Any]:
+    """Installs (then restores) a SIGTERM handler, as checkpointing code does."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    signal.signal(signal.SIGTERM, previous)
+    return {"main": threading.current_thread() is threading.main_thread(), "pid": os.getpid()}
+
+
 def _free_resources_restored(expected: dict[str, float], timeout: float = 60) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -174,6 +183,24 @@ def test_single_slice_runs_on_every_host_and_reruns(
     )
     assert run_on_pod(remote, "v4-16", **FAST) == ["yes", "yes"]
     assert _free_resources_restored(ALL_TPU)
+
+
+def test_payload_runs_in_the_host_process_main_thread_and_the_process_ends(
+    fake_tpu_ray_cluster: LocalRayCluster,
+) -> None:
+    import psutil
+
+    first = run_on_pod(main_thread_and_signal_handler, "v4-16", max_retries_failure=0, **FAST)
+    assert [r["main"] for r in first] == [True, True]
+    second = run_on_pod(main_thread_and_signal_handler, "v4-16", max_retries_failure=0, **FAST)
+    assert [r["main"] for r in second] == [True, True]
+    pids = {r["pid"] for r in first + second}
+    assert len(pids) == 4  # a fresh process on every host for every run
+    # The processes that ran the code (and could hold libtpu's lock) are gone.
+    deadline = time.monotonic() + 60
+    while any(psutil.pid_exists(pid) for pid in pids):
+        assert time.monotonic() < deadline, "a host process outlived its run"
+        time.sleep(0.1)
 
 
 def test_multislice_hosts_get_distinct_megascale_values(
@@ -288,6 +315,26 @@ def test_metadata_preempted_counts_as_preemption(
         assert "preempted" in "\n".join(handle.logs())
 
 
+def test_broken_runtime_env_is_a_failure_of_the_attempt(
+    fake_tpu_ray_cluster: LocalRayCluster,
+) -> None:
+    # The host actors cannot start: Ray fails to build the env (there is no such conda env).
+    with pytest.raises(TpuJobFailedError) as info:
+        run_on_pod(
+            host_env,
+            "v4-16",
+            runtime_env={"conda": "fray-tpu-no-such-conda-env"},
+            max_retries_failure=0,
+            max_retries_preemption=3,
+            **FAST,
+        )
+    err = info.value
+    assert (err.attempts, err.failures, err.preemptions) == (1, 1, 0)
+    assert err.reason == "failure"
+    assert "runtime environment setup failed" in str(err)
+    assert _free_resources_restored(ALL_TPU)
+
+
 def test_preemption_budget_exhausted_carries_the_first_cause(
     fake_tpu_ray_cluster: LocalRayCluster,
 ) -> None:
@@ -348,6 +395,11 @@ def test_submit_tpu_job_handle(fake_tpu_ray_cluster: LocalRayCluster) -> None:
     for where in ("slice-a/0", "slice-a/1", "slice-b/0", "slice-b/1"):
         assert f"hi fray from {where}" in lines
     assert list(handle.logs(follow=True)) == lines  # a finished job: follow ends at once
+    # The job's state lives on the driver's node, never on a TPU host that may be lost.
+    from ray._private import state as ray_state
+
+    actor = ray_state.actors(actor_id=handle._state._actor_id.hex())
+    assert actor["Address"]["NodeID"] == ray.get_runtime_context().get_node_id()
 
 
 def test_submit_tpu_command_job(fake_tpu_ray_cluster: LocalRayCluster) -> None:

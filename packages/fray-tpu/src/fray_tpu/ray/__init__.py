@@ -6,18 +6,27 @@ returns the per-host results; ``submit_tpu_job`` is the same machinery behind
 whole slices (one host actor per VM), sets ``MEGASCALE_*`` from the live gang, removes
 libtpu's lockfile, watches the hosts' health, tears the gang down at the first problem and
 counts the attempt against the preemption or the failure budget.
+
+The entry points are imported on first use: the processes that only run a gang's parts (host
+and state actors, which import ``fray_tpu.ray._host`` and ``fray_tpu.ray._state``) then skip
+loading them, which shortens every host's start.
 """
 
+import importlib
+import typing
+
 from fray_tpu._errors import TpuJobFailedError, TpuSchedulingError
-from fray_tpu.ray._api import (
-    TpuJobHandle,
-    launch_on_pod,
-    run_on_pod,
-    run_on_pod_multislice,
-    run_on_pod_multislice_resumable,
-    run_on_pod_resumable,
-    submit_tpu_job,
-)
+
+if typing.TYPE_CHECKING:
+    from fray_tpu.ray._api import (
+        TpuJobHandle,
+        launch_on_pod,
+        run_on_pod,
+        run_on_pod_multislice,
+        run_on_pod_multislice_resumable,
+        run_on_pod_resumable,
+        submit_tpu_job,
+    )
 
 __all__ = [
     "TpuJobFailedError",
@@ -30,3 +39,17 @@ __all__ = [
     "run_on_pod_resumable",
     "submit_tpu_job",
 ]
+
+_LAZY = frozenset(__all__) - {"TpuJobFailedError", "TpuSchedulingError"}
+
+
+def __getattr__(name: str) -> typing.Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module("fray_tpu.ray._api"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

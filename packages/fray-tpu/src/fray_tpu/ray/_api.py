@@ -350,10 +350,13 @@ def _start(
         megascale_port=DEFAULT_MEGASCALE_PORT,
     )
     replicas = max(allowed) * topology.vm_count
+    # The job's state lives on the driver's node, which is alive as long as the driver is (it
+    # needs no resources). Pinned hard: a soft pin lets Ray place it on any node, a TPU host
+    # included, and then losing that host would lose the job's state with it.
     here = ray.get_runtime_context().get_node_id()
     state = JobState.options(
         name=f"fray-tpu-state:{job_id}",
-        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
     ).remote(job_id, name, replicas, max_retries_preemption, max_retries_failure)
     options: dict[str, Any] = {
         "num_cpus": 0,

@@ -1,12 +1,18 @@
 # pyright: standard
-"""One actor per TPU VM of a claimed slice, and the task it launches there.
+"""One actor per TPU VM of a claimed slice; the user's code runs inside it.
 
-The host actor holds the VM for the gang (it takes the slice's ``{<slice-name>: 1}``
-resource, and on worker 0 also ``TPU-<type>-head``), removes libtpu's lockfile before each
-launch, answers health checks (is it alive, does the metadata server say preempted) and
-launches the user's code as a task pinned to its VM with the TPU chips. Ray starts a fresh
-worker process for every launch (``max_calls=1``), so no process keeps libtpu's lock between
-attempts.
+The host actor holds the VM for the gang: it is created pinned to the VM with the slice's
+``{<slice-name>: 1}`` resource (and on worker 0 also ``TPU-<type>-head``) together with what
+the user's code needs there (the VM's TPU chips, CPUs, memory, custom resources and the
+user's runtime env). Its ``run`` method removes libtpu's lockfile, then runs the callable or
+command in the actor's process, in its main thread (a plain actor: user code may install
+signal handlers), with the output sent to the job's log.
+
+The actor lives for one attempt only: the gang kills every host actor when the attempt ends,
+so the process that opened the TPU never survives into the next attempt (no stale holder of
+libtpu's lock). While ``run`` keeps the main thread busy, a daemon thread asks the GCE
+metadata server whether the VM is being preempted and tells the job's state actor the first
+time it is.
 """
 
 from __future__ import annotations
@@ -22,13 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fray_tpu._lockfile import LockfileOutcome, remove_libtpu_lockfile
 from fray_tpu._metadata import is_preempted
-from fray_tpu.ray._util import rget
 
-__all__ = ["CommandFailedError", "HostPayload", "TpuHost"]
+__all__ = ["CommandFailedError", "ExitCalledError", "HostPayload", "TpuHost"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,21 @@ class CommandFailedError(RuntimeError):
         return (type(self), (self.command, self.code, self.last_line))
 
 
+class ExitCalledError(RuntimeError):
+    """The user's callable called ``sys.exit`` with a failing code on one host.
+
+    Raised in place of ``SystemExit``, which would otherwise end the host actor and look
+    like the loss of the VM (a preemption) rather than the program's own failure.
+    """
+
+    def __init__(self, code: object) -> None:
+        super().__init__(f"the function called sys.exit({code!r})")
+        self.code = code
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.code,))
+
+
 class _LineForwarder:
     """Sends complete lines to the job's state actor in small batches; never blocks output."""
 
@@ -68,6 +87,7 @@ class _LineForwarder:
         self._lock = threading.Lock()
         self._flush_s = flush_s
         self._last = time.monotonic()
+        self._sent: list[Any] = []  # refs of batches not yet known to have arrived
 
     def write(self, text: str) -> None:
         with self._lock:
@@ -78,6 +98,11 @@ class _LineForwarder:
         if due:
             self.flush()
 
+    def add_line(self, line: str) -> None:
+        """A line of fray-tpu's own for the job's log, sent with the next batch."""
+        with self._lock:
+            self._pending.append(line)
+
     def flush(self, *, final: bool = False) -> None:
         with self._lock:
             if final and self._partial:
@@ -85,19 +110,26 @@ class _LineForwarder:
                 self._partial = ""
             batch, self._pending = self._pending, []
             self._last = time.monotonic()
-        if not batch:
-            return
-        ref = self._state.append_logs.remote(batch)
-        if final:
-            # The last lines must reach the job's log before the task reports its end.
+            # Never raise here: the output pump must keep draining the user's output.
+            if batch:
+                with contextlib.suppress(Exception):
+                    self._sent.append(self._state.append_logs.remote(batch))
+            sent = self._sent
+            if not final and sent:
+                with contextlib.suppress(Exception):
+                    _done, self._sent = ray.wait(sent, num_returns=len(sent), timeout=0)
+        if final and sent:
+            # Every line must reach the job's log before the host reports its end: the process
+            # is killed right after, which would drop a batch still on its way.
             with contextlib.suppress(Exception):
-                rget(ref, timeout=30)
+                ray.wait(sent, num_returns=len(sent), timeout=30)
 
 
 @contextlib.contextmanager
 def _captured_output(state: Any) -> Iterator[_LineForwarder]:
     """Sends everything written to this process's fds 1 and 2 to the job's log, and still to
-    the worker's own log files. Safe because the worker runs only this task (max_calls=1)."""
+    the worker's own log files. Safe because the host actor's process runs nothing else
+    while the user's code runs (and is killed after the attempt)."""
     forwarder = _LineForwarder(state)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -150,37 +182,37 @@ def _run_command(command: tuple[str, ...]) -> None:
         raise CommandFailedError(" ".join(command), code, last)
 
 
-def host_main(payload_bytes: bytes, env: dict[str, str], state: Any) -> Any:
-    """The task run on every host: the user's callable or command, output to the job log.
-
-    The env is applied here, before the payload is unpickled (so modules it imports, jax
-    included, see it), rather than through a Ray runtime env: a task without one can start
-    on one of the node's idle, already started workers. The worker runs only this task
-    (``max_calls=1``), so nothing leaks into later work.
-    """
-    import cloudpickle
-
-    os.environ.update(env)
-    with _captured_output(state):
-        payload: HostPayload = cloudpickle.loads(payload_bytes)
-        if payload.command is not None:
-            _run_command(payload.command)
-            return None
-        assert payload.fn is not None
-        return payload.fn(*payload.args, **payload.kwargs)
-
-
 class _TpuHostImpl:
-    """The gang's hold on one TPU VM (see the module docstring)."""
+    """The gang's hold on one TPU VM, and where the user's code runs on it (see the module
+    docstring)."""
 
-    def __init__(self, slice_name: str, worker_id: int, settings: dict[str, str]) -> None:
+    def __init__(
+        self,
+        slice_name: str,
+        worker_id: int,
+        settings: dict[str, str],
+        state: Any,
+        gang_token: str,
+        health_interval_s: float,
+    ) -> None:
         self.slice_name = slice_name
         self.worker_id = worker_id
         self.metadata_host = settings.get("GCE_METADATA_HOST")
         self.lockfile = settings.get("FRAY_TPU_LIBTPU_LOCKFILE")
         self.node_id = ray.get_runtime_context().get_node_id()
         self.ip = ray.util.get_node_ip_address()
-        self.ref: Any = None
+        self._state = state
+        self._token = gang_token
+        self._where = f"host {slice_name}/{worker_id}"
+        self._ran = False
+        # Held across a metadata question and the note of its answer, so that health() never
+        # misses a "preempted" that the watcher has just been told.
+        self._check_lock = threading.Lock()
+        self._preempted = False
+        watcher = threading.Thread(
+            target=self._watch, args=(health_interval_s,), name="fray-tpu-health", daemon=True
+        )
+        watcher.start()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -192,55 +224,57 @@ class _TpuHostImpl:
         }
 
     def health(self) -> dict[str, Any]:
-        return {"preempted": is_preempted(self.metadata_host)}
+        """Answers only while ``run`` is not running (the actor runs one method at a time)."""
+        return {"preempted": self._check_preempted()}
 
-    def launch(
-        self,
-        payload: bytes,
-        state: Any,
-        *,
-        env: dict[str, str],
-        runtime_env: dict[str, Any],
-        num_cpus: float,
-        memory: int | None,
-        resources: dict[str, float],
-        label: str,
-    ) -> list[Any]:
-        """Removes the lockfile, then starts the user's code on this VM; returns ``[ref]``
-        (wrapped, so that the reference stays owned by this actor)."""
+    def run(self, payload: bytes, *, env: dict[str, str], label: str) -> Any:
+        """Runs the user's callable or command here; returns the callable's value.
+
+        Removes libtpu's lockfile first (a failure is noted in the job's log, never fatal),
+        then applies ``env`` to ``os.environ`` before the payload is unpickled (so modules it
+        imports, jax included, see it).
+        """
+        import cloudpickle
+
+        if self._ran:
+            raise RuntimeError(f"{self._where} already ran this attempt's payload")
+        self._ran = True
         result = remove_libtpu_lockfile(self.lockfile)
-        if result.outcome is LockfileOutcome.FAILED:
-            state.append_logs.remote([f"[fray-tpu] {label}: {result.describe()}"])
-        options: dict[str, Any] = {
-            "num_cpus": num_cpus,
-            "num_gpus": 0,
-            "resources": resources,
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node_id, soft=False),
-            "runtime_env": runtime_env or None,
-            "max_retries": 0,
-            "retry_exceptions": False,
-            "name": label,
-        }
-        if memory:
-            options["memory"] = memory
-        task = ray.remote(max_calls=1)(host_main).options(**options)
-        self.ref = task.remote(payload, env, state)
-        return [self.ref]
+        os.environ.update(env)
+        with _captured_output(self._state) as output:
+            if result.outcome is LockfileOutcome.FAILED:
+                output.add_line(f"[fray-tpu] {label}: {result.describe()}")
+            host_payload: HostPayload = cloudpickle.loads(payload)
+            if host_payload.command is not None:
+                _run_command(host_payload.command)
+                return None
+            assert host_payload.fn is not None
+            try:
+                return host_payload.fn(*host_payload.args, **host_payload.kwargs)
+            except SystemExit as exc:
+                if exc.code in (None, 0):
+                    return None
+                raise ExitCalledError(exc.code) from None
 
-    def lockfile_result(self) -> str:
-        return remove_libtpu_lockfile(self.lockfile).outcome.value
+    # -- preemption watch -------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Cancels the running task (its worker is killed) and waits briefly for it."""
-        ref, self.ref = self.ref, None
-        if ref is None:
-            return
-        with contextlib.suppress(Exception):
-            ray.cancel(ref, force=True)
-        with contextlib.suppress(Exception):
-            ray.wait([ref], timeout=10)
+    def _check_preempted(self) -> bool:
+        with self._check_lock:
+            if not self._preempted and is_preempted(self.metadata_host):
+                self._preempted = True
+                with contextlib.suppress(Exception):
+                    self._state.report_preempted.remote(self._token, self._where)
+            return self._preempted
+
+    def _watch(self, interval_s: float) -> None:
+        """Asks the metadata server every ``interval_s`` until it says preempted once."""
+        while True:
+            time.sleep(interval_s)
+            with contextlib.suppress(Exception):
+                if self._check_preempted():
+                    return
 
 
-TpuHost = ray.remote(num_cpus=0, max_concurrency=8, max_restarts=0, max_task_retries=0)(  # pyright: ignore[reportCallIssue]
+TpuHost = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(  # pyright: ignore[reportCallIssue]
     _TpuHostImpl
 )

@@ -3,8 +3,9 @@
 
 It holds what must outlive a supervisor run (the supervisor is re-run when its node dies):
 the attempt counters and the two budgets, the first and last problem, the status, the stop
-request and the job's output lines. Every decision to retry or give up is taken here, so a
-budget of N retries means N+1 attempts whatever process happens to ask.
+request, the hosts' preemption reports and the job's output lines. Every decision to retry
+or give up is taken here, so a budget of N retries means N+1 attempts whatever process
+happens to ask.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class _JobStateImpl:
         self.history: list[dict[str, Any]] = []
         self.lines: deque[str] = deque(maxlen=_MAX_LOG_LINES)
         self.dropped = 0
+        # gang token -> the first host that said its VM is being preempted
+        self.preempted: dict[str, str] = {}
 
     # -- supervisor side -------------------------------------------------------------------
 
@@ -93,6 +96,7 @@ class _JobStateImpl:
             if not self._finished():
                 self.in_flight = False
                 self._count(kind, error, cause)
+            self.preempted.clear()  # reports about the ended attempt's gang no longer matter
             self._cond.notify_all()
             return self._snapshot()
 
@@ -113,6 +117,24 @@ class _JobStateImpl:
     def stop_is_requested(self) -> bool:
         with self._cond:
             return self.stop_requested
+
+    def watch(self, gang_token: str) -> dict[str, Any]:
+        """What the supervisor checks while a gang runs: the stop request, and which host
+        (if any) of gang ``gang_token`` said its VM is being preempted."""
+        with self._cond:
+            return {
+                "stop_requested": self.stop_requested,
+                "preempted": self.preempted.get(gang_token),
+            }
+
+    # -- host side -------------------------------------------------------------------------
+
+    def report_preempted(self, gang_token: str, where: str) -> None:
+        """A host of gang ``gang_token`` was told by the metadata server that its VM is being
+        preempted (the first report per gang is kept)."""
+        with self._cond:
+            self.preempted.setdefault(gang_token, where)
+            self._cond.notify_all()
 
     # -- driver side -----------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 # pyright: standard
 """The supervisor: one Ray task per TPU job that claims slices, runs the gang and retries.
 
-Each attempt: claim the slices (largest allowed count), launch the payload on every host
-with that attempt's ``MEGASCALE_*`` values, then watch: results as they come, the hosts'
-health (alive, metadata server not saying preempted) every ``health_interval_s`` and the
-stop flag. The first problem tears the whole gang down, then the attempt is classified as a
-preemption or a failure and counted by the job's state actor, which says whether to go on.
+Each attempt: claim the slices (largest allowed count; one host actor per VM, fresh for
+the attempt), run the payload in every host actor with that attempt's ``MEGASCALE_*``
+values, then watch: results as they come (a lost host actor shows up as its ``run`` call
+failing), and every ``health_interval_s`` (at most 1 s) the job's state actor, which holds
+the stop flag and the hosts' own preemption reports. The first problem tears the whole gang
+down, then the attempt is classified as a preemption or a failure and counted by the job's
+state actor, which says whether to go on.
 
 The task is submitted with ``max_retries=-1``: if its node dies, Ray re-runs it, the new run
 counts the lost attempt as a preemption and claims slices afresh.
@@ -13,6 +15,7 @@ counts the lost attempt as a preemption and claims slices afresh.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -24,7 +27,14 @@ from ray import exceptions as rx
 
 from fray._tpu import get_tpu_topology
 from fray_tpu._multislice import multislice_env
-from fray_tpu.ray._gang import ClaimStopped, ClaimTimeout, Gang, claim_gang
+from fray_tpu.ray._gang import (
+    ClaimStopped,
+    ClaimTimeout,
+    Gang,
+    HostOptions,
+    HostSetupError,
+    claim_gang,
+)
 from fray_tpu.ray._util import rget
 
 __all__ = ["GangSpec", "supervise"]
@@ -67,6 +77,9 @@ class GangSpec:
     megascale_port: int = 8081
 
 
+_FINISHED = ("failed", "succeeded", "stopped")
+
+
 @dataclass
 class _Outcome:
     kind: str  # ok | preemption | failure | stopped
@@ -93,48 +106,84 @@ def _describe(exc: BaseException) -> str:
 
 def supervise(spec: GangSpec, state: Any) -> dict[str, Any]:
     """Runs the job to its end; returns ``{"status", "results"}`` (results on success)."""
-    snapshot = rget(state.supervisor_started.remote())
+    # The state actor may still be starting (it is created with this task): the first claim
+    # goes ahead meanwhile, and its answer is read before the claimed gang is used.
+    started = state.supervisor_started.remote()
+    snapshot: dict[str, Any] = {}  # the state actor's last answer (none yet)
     topology = get_tpu_topology(spec.tpu_type)
     settings = {
         k: spec.env_vars[k]
         for k in ("GCE_METADATA_HOST", "FRAY_TPU_LIBTPU_LOCKFILE")
         if k in spec.env_vars
     }
+    resources = {"TPU": float(topology.chips_per_vm)}
+    resources.update(spec.resources)
+    host = HostOptions(
+        settings=settings,
+        state=state,
+        health_interval_s=spec.health_interval_s,
+        num_cpus=spec.num_cpus,
+        memory=spec.memory,
+        resources=resources,
+        runtime_env=dict(spec.runtime_env) or None,
+    )
 
     def should_stop() -> bool:
+        if not snapshot and not ray.wait([started], timeout=0)[0]:
+            return False  # the state actor is not up yet; asked again on the next look
         return bool(rget(state.stop_is_requested.remote()))
 
     try:
         while True:
-            if snapshot["status"] in ("failed", "succeeded", "stopped"):
-                return {"status": snapshot["status"]}
-            if snapshot["stop_requested"]:
-                break
+            if snapshot:
+                if snapshot["status"] in _FINISHED:
+                    return {"status": snapshot["status"]}
+                if snapshot["stop_requested"]:
+                    break
             deadline = (
                 None
                 if spec.scheduling_timeout_s is None
                 else time.monotonic() + spec.scheduling_timeout_s
             )
+            gang: Gang | None = None
+            problem: Exception | None = None
             try:
                 gang = claim_gang(
                     topology,
                     spec.allowed_slices,
                     deadline=deadline,
-                    settings=settings,
+                    host=host,
                     should_stop=should_stop,
                 )
-            except ClaimStopped:
+            except (ClaimStopped, ClaimTimeout, HostSetupError) as err:
+                problem = err
+            if not snapshot:
+                snapshot = rget(started)
+                if snapshot["status"] in _FINISHED or snapshot["stop_requested"]:
+                    if gang is not None:
+                        gang.teardown()
+                    continue  # the loop's top says how this run ends
+            if isinstance(problem, ClaimStopped):
                 break
-            except ClaimTimeout as err:
+            if isinstance(problem, HostSetupError):
+                # The attempt could not even start: the user's runtime env is broken.
+                snapshot = rget(state.begin_attempt.remote(problem.placement))
+                if not snapshot["go"]:
+                    break
+                snapshot = rget(state.end_attempt.remote("failure", str(problem), None))
+                continue
+            if isinstance(problem, ClaimTimeout):
                 waited = spec.scheduling_timeout_s
                 rget(
                     state.finish.remote(
                         "failed",
-                        f"could not schedule the TPU gang within {waited:g}s: {err}",
+                        f"could not schedule the TPU gang within {waited:g}s: {problem}",
                         "scheduling",
                     )
                 )
                 return {"status": "failed"}
+            assert gang is not None
+            outcome: _Outcome | None = None
             try:
                 placement = [
                     {"slice": s, "worker": w, "node_id": info["node_id"], "ip": info["ip"]}
@@ -145,9 +194,10 @@ def supervise(spec: GangSpec, state: Any) -> dict[str, Any]:
                 snapshot = rget(state.begin_attempt.remote(placement))
                 if not snapshot["go"]:
                     break
-                outcome = _run_attempt(spec, state, gang, topology.vm_count, should_stop)
+                outcome = _run_attempt(spec, state, gang, topology.vm_count)
             finally:
                 gang.teardown()
+            assert outcome is not None
             if outcome.kind == "ok":
                 rget(state.finish.remote("succeeded"))
                 return {"status": "succeeded", "results": outcome.results}
@@ -167,15 +217,12 @@ def supervise(spec: GangSpec, state: Any) -> dict[str, Any]:
     return {"status": "stopped"}
 
 
-def _run_attempt(
-    spec: GangSpec, state: Any, gang: Gang, vm_count: int, should_stop: Any
-) -> _Outcome:
+def _run_attempt(spec: GangSpec, state: Any, gang: Gang, vm_count: int) -> _Outcome:
     num_slices = len(gang.slices)
     coordinator_ip = gang.infos[0][0]["ip"]
     total = num_slices * vm_count
-    launches = []
-    hosts = gang.all_hosts()
-    for s_idx, worker, actor, _info in hosts:
+    refs = []
+    for s_idx, worker, actor, _info in gang.all_hosts():
         index = s_idx * vm_count + worker
         env = dict(spec.env_vars)
         env.update(multislice_env(coordinator_ip, num_slices, s_idx, spec.megascale_port))
@@ -186,86 +233,88 @@ def _run_attempt(
                 "FRAY_NUM_TASKS": str(total),
             }
         )
-        resources = {"TPU": float(get_tpu_topology(spec.tpu_type).chips_per_vm)}
-        resources.update(spec.resources)
-        launches.append(
-            actor.launch.remote(
-                spec.payload,
-                state,
-                env=env,
-                runtime_env=spec.runtime_env,
-                num_cpus=spec.num_cpus,
-                memory=spec.memory,
-                resources=resources,
-                label=f"{spec.payload_name}-{gang.slices[s_idx]}-w{worker}",
-            )
-        )
-    try:
-        refs = [wrapped[0] for wrapped in rget(launches, timeout=120)]
-    except Exception as exc:
-        return _classify_error(exc, gang, None)
+        label = f"{spec.payload_name}-{gang.slices[s_idx]}-w{worker}"
+        refs.append(actor.run.remote(spec.payload, env=env, label=label))
     index_of = {ref: i for i, ref in enumerate(refs)}
     results: list[Any] = [None] * len(refs)
+    finished: set[int] = set()
     pending = list(refs)
-    next_health = time.monotonic() + spec.health_interval_s
+    interval = min(spec.health_interval_s, 1.0)
+    next_check = time.monotonic() + interval
     while pending:
-        wait_s = max(min(next_health - time.monotonic(), 1.0), 0.05)
+        wait_s = max(next_check - time.monotonic(), 0.01)
         ready, pending = ray.wait(pending, num_returns=1, timeout=wait_s)
         for ref in ready:
+            index = index_of[ref]
+            finished.add(index)
             try:
-                results[index_of[ref]] = rget(ref)
+                results[index] = rget(ref)
             except Exception as exc:
-                return _classify_error(exc, gang, index_of[ref])
+                return _classify_error(exc, gang, state, index, finished)
         if not pending:
             break
-        if should_stop():
-            return _Outcome("stopped")
-        if time.monotonic() >= next_health:
-            problem = _health_problem(gang)
-            if problem is not None:
-                return _Outcome("preemption", problem)
-            next_health = time.monotonic() + spec.health_interval_s
+        if time.monotonic() >= next_check:
+            watch = rget(state.watch.remote(gang.token))
+            if watch["stop_requested"]:
+                return _Outcome("stopped")
+            if watch["preempted"]:
+                return _Outcome("preemption", _preempted_message(watch["preempted"]))
+            next_check = time.monotonic() + interval
     return _Outcome("ok", results=results)
 
 
-def _health_problem(gang: Gang, timeout: float = 10.0) -> str | None:
-    """A reason to call the gang preempted, or ``None`` while every host looks fine."""
+def _preempted_message(where: str) -> str:
+    return f"{where}: the GCE metadata server says the VM is preempted"
+
+
+def _preemption_seen(gang: Gang, state: Any, idle: set[int], timeout: float = 10.0) -> str | None:
+    """A reason to call the gang preempted, or ``None`` while no host says so.
+
+    Hosts whose ``run`` has ended (``idle`` indices) are asked directly (an actor that is
+    gone counts); the others are busy running the user's code and speak through the
+    reports their watcher threads sent to the state actor, read last.
+    """
     hosts = gang.all_hosts()
-    refs = [actor.health.remote() for _s, _w, actor, _i in hosts]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    asked = [(i, hosts[i][2].health.remote()) for i in sorted(idle)]
+    ready, _ = ray.wait([ref for _i, ref in asked], num_returns=len(asked), timeout=timeout)
     done = set(ready)
-    for ref, (s_idx, worker, _actor, _info) in zip(refs, hosts, strict=True):
+    for i, ref in asked:
         if ref not in done:
-            continue  # slow to answer is not proof of loss; look again next round
+            continue  # slow to answer is not proof of loss
+        s_idx, worker, _actor, _info = hosts[i]
         where = f"host {gang.slices[s_idx]}/{worker}"
         try:
             answer = rget(ref)
         except Exception as exc:
             return f"{where} is gone ({type(exc).__name__})"
         if answer.get("preempted"):
-            return f"{where}: the GCE metadata server says the VM is preempted"
+            return _preempted_message(where)
+    with contextlib.suppress(Exception):
+        reported = rget(state.watch.remote(gang.token), timeout=timeout)["preempted"]
+        if reported:
+            return _preempted_message(reported)
     return None
 
 
-def _classify_error(exc: BaseException, gang: Gang, index: int | None) -> _Outcome:
-    """Preemption when a member was lost or its VM is being preempted; failure when the
+def _classify_error(
+    exc: BaseException, gang: Gang, state: Any, index: int, idle: set[int]
+) -> _Outcome:
+    """Preemption when a member was lost or a VM is being preempted; failure when the
     user's code raised (a user TimeoutError included) on a healthy gang."""
+    s_idx, worker, _a, _i = gang.all_hosts()[index]
+    where = f"host {gang.slices[s_idx]}/{worker}: "
     if isinstance(exc, rx.RayTaskError):
         cause = exc.cause if isinstance(exc.cause, BaseException) else None
         user = cause if cause is not None else exc
         error = _describe(user)
         if isinstance(cause, _PREEMPTION_ERRORS):
-            return _Outcome("preemption", error, cause)
-        where = ""
-        if index is not None:
-            s_idx, worker, _a, _i = gang.all_hosts()[index]
-            where = f"host {gang.slices[s_idx]}/{worker}: "
-        problem = _health_problem(gang)
+            return _Outcome("preemption", f"{where}{error}", cause)
+        problem = _preemption_seen(gang, state, idle)
         if problem is not None:
             return _Outcome("preemption", f"{where}{error} ({problem})", cause)
-        return _Outcome("failure", f"{where}{error}", cause if cause is not None else None)
+        return _Outcome("failure", f"{where}{error}", cause)
     if isinstance(exc, rx.RuntimeEnvSetupError):
-        return _Outcome("failure", f"runtime environment setup failed: {exc}", None)
+        return _Outcome("failure", f"{where}runtime environment setup failed: {exc}", None)
     if isinstance(exc, _PREEMPTION_ERRORS):
-        return _Outcome("preemption", _describe(exc), None)
-    return _Outcome("failure", _describe(exc), exc)
+        return _Outcome("preemption", f"{where}{_describe(exc)}", None)
+    return _Outcome("failure", f"{where}{_describe(exc)}", exc)
