@@ -328,3 +328,90 @@ def test_wait_all_batches_many_jobs_with_a_retry_among_them(
     assert [h.result() for i, h in enumerate(handles) if i != 7] == [
         h.job_id for i, h in enumerate(handles) if i != 7
     ]
+
+
+# -- the wrapper a callable job runs in (fray_ray._worker) -----------------------------------
+
+
+def print_and_return(value: object) -> object:
+    print("a line")
+    print("no newline at the end", end="")
+    return value
+
+
+def identity_and_device_env() -> dict[str, str | None]:
+    return read_env("FRAY_JOB_ID", "FRAY_TASK_INDEX", "FRAY_NUM_TASKS", "JAX_PLATFORMS")
+
+
+def raise_value_error() -> None:
+    raise ValueError("boom")
+
+
+def test_the_job_wrapper_returns_bare_values_and_outcomes_and_restores_the_env(
+    client: RayClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The wrapper as a worker runs it, called here in the test process: what it returns for
+    # each kind of end, and the process environment before and after.
+    from fray_ray._worker import Outcome, _run, outcome_of
+
+    monkeypatch.setenv("JAX_PLATFORMS", "tpu")  # the worker's own value comes back after
+    monkeypatch.delenv("FRAY_JOB_ID", raising=False)
+    before = dict(os.environ)
+    registry = client.registry_name
+
+    def run(fn: Callable[..., object], *args: object) -> object:
+        env = (("JAX_PLATFORMS", "cpu"),)
+        return _run(fn, args, {}, "wrap-1", 0, 1, client.namespace, registry, False, env)
+
+    seen = run(identity_and_device_env)
+    assert seen == {
+        "FRAY_JOB_ID": "wrap-1",
+        "FRAY_TASK_INDEX": "0",
+        "FRAY_NUM_TASKS": "1",
+        "JAX_PLATFORMS": "cpu",
+    }
+    assert dict(os.environ) == before
+    assert run(lambda: [1, 2]) == [1, 2]  # a silent success travels as the bare value
+    printed = run(print_and_return, 7)
+    assert printed == Outcome("ok", 7, ["a line", "no newline at the end"])
+    failed = run(raise_value_error)
+    assert isinstance(failed, Outcome) and failed.kind == "error"
+    assert isinstance(failed.value, ValueError) and "boom" in failed.traceback
+    assert any("ValueError: boom" in line for line in failed.lines)
+    # A user value that happens to be an Outcome stays a value.
+    tricky = Outcome("error", ValueError("not mine"))
+    assert outcome_of(run(lambda: tricky)) == Outcome("ok", tricky, [])
+    assert dict(os.environ) == before
+
+
+def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClient) -> None:
+    # A Ray that has just started answers submissions with a 500 until its dashboard agent
+    # is up; the submission is tried again instead of failing the job.
+    real = client.jobs_api()
+    refusals = []
+
+    class AgentNotUpYet:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def submit_job(self, **kwargs: object) -> object:
+            if len(refusals) < 2:
+                refusals.append(kwargs["submission_id"])
+                raise RuntimeError(
+                    "Request failed with status code 500: No available agent to submit job, "
+                    "please try again later.."
+                )
+            return real.submit_job(**kwargs)
+
+    client._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
+    job = client.submit(
+        JobRequest(
+            name="agent-late",
+            entrypoint=Entrypoint.from_command(sys.executable, "-c", "print('submitted')"),
+            resources=ResourceConfig(cpu=0.5, ram="64m"),
+        )
+    )
+    assert job.wait(timeout=120) is JobStatus.SUCCEEDED
+    assert len(refusals) == 2
+    assert "submitted" in list(job.logs())
+    assert job.info().attempts == 1

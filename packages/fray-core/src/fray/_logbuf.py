@@ -7,9 +7,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
-__all__ = ["LogBuffer", "capture_into", "merge_logs"]
+__all__ = ["LineSink", "LogBuffer", "capture_into", "merge_logs"]
+
+
+class LineSink(Protocol):
+    """Where :func:`capture_into` routes a thread's output."""
+
+    def write(self, text: str) -> None: ...
 
 
 class LogBuffer:
@@ -118,7 +124,7 @@ class _Router(io.TextIOBase):
         self._target = target
 
     def write(self, text: str) -> int:  # type: ignore[override]
-        sink: tuple[LogBuffer, bool] | None = getattr(_route, "sink", None)
+        sink: tuple[LineSink, bool] | None = getattr(_route, "sink", None)
         if sink is None:
             return self._target.write(text)
         sink[0].write(text)
@@ -159,7 +165,7 @@ def _ensure_routers() -> None:
 class capture_into:
     """Context manager: in this thread, route ``print`` output into ``buffer``."""
 
-    def __init__(self, buffer: LogBuffer, echo: bool) -> None:
+    def __init__(self, buffer: LineSink, echo: bool) -> None:
         self._sink = (buffer, echo)
         self._previous: Any = None
 

@@ -472,7 +472,7 @@ class RayClient:
         self._watcher.add(job, attempt, delay)
 
     def progress(self, *, retry: bool = False) -> None:
-        """Called when a callable job starts an attempt (``retry``: not its first) or ends."""
+        """Called when a callable job starts a new attempt after its first (``retry``) or ends."""
         with self._progress:
             self._generation += 1
             if retry:
@@ -510,6 +510,8 @@ class RayClient:
 
     def end_children_of(self, job_id: str) -> None:
         """Stops the children of a job that has ended (children die with their parent)."""
+        if not self._jobs:
+            return
         with self._lock:
             children = [
                 j for j in self._jobs.values() if j.parent == job_id and not j.done.is_set()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import heapq
 import logging
+import math
 import shlex
 import threading
 import time
@@ -27,6 +28,7 @@ from fray import JobInfo, JobRequest, JobStatus
 from fray._handles import check_result
 from fray.errors import FrayError, JobFailedError, JobTimeoutError
 from fray_ray._convert import is_preemption
+from fray_ray._worker import Outcome, outcome_of
 
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
@@ -34,6 +36,39 @@ if TYPE_CHECKING:
 __all__ = ["CallableJob", "CommandJob", "RayJobHandle", "RemoteJobHandle", "Watcher", "drive_jobs"]
 
 logger = logging.getLogger("fray.ray")
+
+
+class _Done:
+    """Whether a job has ended: a flag read without a lock, with an ``Event`` made only for
+    a thread that actually blocks on it (most jobs end before anyone does)."""
+
+    __slots__ = ("_event", "_flag")
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._event: threading.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        with self._lock:
+            self._flag = True
+            event = self._event
+        if event is not None:
+            event.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        with self._lock:
+            if self._flag:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
 
 class _Job:
@@ -56,7 +91,7 @@ class _Job:
         self.value: Any = None
         self.lines: list[str] = []
         self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.done = _Done()
         self.callbacks: list[Callable[[], None]] = []
         self.stop_requested = False
         self.submitted_at = time.time()
@@ -165,7 +200,7 @@ class CallableJob(_Job):
         self.remote = remote
         self.env = tuple(env.items())
         self.refs: list[Any] = []
-        self.outcomes: dict[int, tuple[Any, ...]] = {}
+        self.outcomes: dict[int, Outcome] = {}
         self.settled = 0
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
@@ -197,7 +232,8 @@ class CallableJob(_Job):
                 refs.append(self.remote.remote((self.payload, ctx)))
             self.refs = refs
             now = bool(self.callbacks) or self.client.mirrors
-        self.client.progress(retry=attempt > 1)
+        if attempt > 1:  # a waiter may be waiting for this retry's refs
+            self.client.progress(retry=True)
         if now:
             self.watch(attempt)
         else:
@@ -263,11 +299,11 @@ class CallableJob(_Job):
                 return
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
-                outcome: tuple[Any, ...] = ray.get(todo[0][1], timeout=remaining)
+                outcome = outcome_of(ray.get(todo[0][1], timeout=remaining))
             except GetTimeoutError:
                 return
             except Exception as exc:  # a Ray error: the attempt's outcome
-                outcome = ("ray-error", exc)
+                outcome = Outcome("ray-error", exc)
             self._replica_done(attempt, 0, outcome)
 
     def poll(self) -> None:
@@ -283,12 +319,12 @@ class CallableJob(_Job):
         self, attempt: int, index: int, future: concurrent.futures.Future[Any]
     ) -> None:
         try:
-            outcome: tuple[Any, ...] = future.result()
+            outcome = outcome_of(future.result())
         except BaseException as exc:
-            outcome = ("ray-error", exc)
+            outcome = Outcome("ray-error", exc)
         self._replica_done(attempt, index, outcome)
 
-    def _replica_done(self, attempt: int, index: int, outcome: tuple[Any, ...]) -> None:
+    def _replica_done(self, attempt: int, index: int, outcome: Outcome) -> None:
         """Records a replica's outcome (from a completion callback or a waiting thread,
         whichever comes first) and settles the attempt once it is decided."""
         with self.lock:
@@ -298,7 +334,7 @@ class CallableJob(_Job):
                 return
             self.outcomes[index] = outcome
             count = self.request.replica_count
-            bad = outcome[0] != "ok"
+            bad = outcome.kind != "ok"
             complete = len(self.outcomes) == count
             if not (complete or bad):
                 return
@@ -322,25 +358,25 @@ class CallableJob(_Job):
                 stopping = self.stop_requested
             for index in sorted(outcomes):
                 outcome = outcomes[index]
-                if outcome[0] in ("ok", "error"):
+                if outcome.lines:
                     self.lines.extend(
-                        outcome[-1]
+                        outcome.lines
                         if len(outcomes) == 1
-                        else [f"[{index}] {line}" for line in outcome[-1]]
+                        else [f"[{index}] {line}" for line in outcome.lines]
                     )
             if stopping:
                 self.finish(JobStatus.STOPPED)
                 return
-            errors = [(i, o) for i, o in sorted(outcomes.items()) if o[0] != "ok"]
+            errors = [(i, o) for i, o in sorted(outcomes.items()) if o.kind != "ok"]
             if not errors:
-                values = [outcomes[i][1] for i in sorted(outcomes)]
+                values = [outcomes[i].value for i in sorted(outcomes)]
                 self.value = values[0] if len(values) == 1 else values
                 self.finish(JobStatus.SUCCEEDED)
                 return
-            user = [(i, o) for i, o in errors if o[0] == "error"]
+            user = [(i, o) for i, o in errors if o.kind == "error"]
             if user:
                 index, outcome = user[0]
-                exc: BaseException = outcome[1]
+                exc: BaseException = outcome.value
                 error = f"{type(exc).__name__}: {exc}"
                 if len(outcomes) > 1:
                     error = f"replica {index}: {error}"
@@ -350,7 +386,7 @@ class CallableJob(_Job):
                 retry = self.on_failure(exc, error, code)
             else:
                 index, outcome = errors[0]
-                exc = outcome[1]
+                exc = outcome.value
                 if not is_preemption(exc):
                     retry = self.on_failure(
                         exc, f"Ray could not run the job: {_ray_error_text(exc)}", None
@@ -434,7 +470,8 @@ def drive_jobs(
             ready, rest = ray.wait(refs, num_returns=1, timeout=limit)
             if ready and rest:
                 # With many jobs in flight, let completions gather for a moment: one call
-                # per batch instead of one per job (each call costs in proportion to refs).
+                # per batch instead of one per job (each call costs in proportion to refs;
+                # when the last one is ready it returns at once).
                 linger = _LINGER if len(rest) >= _LINGER_FROM else 0
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=linger)
                 ready += more
@@ -464,7 +501,7 @@ def _stop(ended: list[CallableJob], until_all: bool, fail_fast: bool) -> bool:
     return fail_fast and any(job.status is JobStatus.FAILED for job in ended)
 
 
-def _fetch(refs: list[Any]) -> list[tuple[Any, ...]]:
+def _fetch(refs: list[Any]) -> list[Outcome]:
     """The outcomes of ready refs: one Ray call for all; a Ray error becomes that
     replica's outcome."""
     import ray
@@ -472,19 +509,19 @@ def _fetch(refs: list[Any]) -> list[tuple[Any, ...]]:
     if not refs:
         return []
     try:
-        return ray.get(refs)
+        return [outcome_of(result) for result in ray.get(refs)]
     except Exception:  # a Ray error in one of them (never the user's: that is a value)
-        outcomes: list[tuple[Any, ...]] = []
+        outcomes: list[Outcome] = []
         for ref in refs:
             try:
-                outcomes.append(ray.get(ref))
+                outcomes.append(outcome_of(ray.get(ref)))
             except Exception as exc:
-                outcomes.append(("ray-error", exc))
+                outcomes.append(Outcome("ray-error", exc))
         return outcomes
 
 
 _SETTLE_LOOK = 0.05
-_LINGER = 0.002
+_LINGER = 0.02
 _LINGER_FROM = 16
 # wait_all over more jobs than this uses completion callbacks: a batched wait costs time in
 # proportion to the jobs still running, each time one ends.
@@ -493,65 +530,78 @@ _BATCH_LIMIT = 512
 
 class Watcher:
     """Registers completion callbacks for attempts nobody has waited on for a while (see
-    ``CallableJob``): one thread per client, a timer heap, no polling."""
+    ``CallableJob``): one thread per client, no polling. Attempts are grouped by the tick
+    (``TICK`` seconds) they fall due in: one timer and one wake-up per tick, not per job."""
+
+    TICK = 0.05
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, CallableJob, int]] = []
+        self._ticks: list[int] = []  # a heap of the ticks that have attempts due
+        self._due: dict[int, list[tuple[CallableJob, int]]] = {}
         self._cond = threading.Condition()
-        self._seq = 0
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def add(self, job: CallableJob, attempt: int, delay: float) -> None:
+        tick = math.ceil((time.monotonic() + delay) / self.TICK)
         with self._cond:
             if self._stopped:
                 return
-            self._seq += 1
-            heapq.heappush(self._heap, (time.monotonic() + delay, self._seq, job, attempt))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="fray-ray-watch", daemon=True
-                )
-                self._thread.start()
-            elif self._heap[0][1] == self._seq:
-                self._cond.notify()
+            bucket = self._due.get(tick)
+            if bucket is None:
+                bucket = self._due[tick] = []
+                heapq.heappush(self._ticks, tick)
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="fray-ray-watch", daemon=True
+                    )
+                    self._thread.start()
+                elif self._ticks[0] == tick:
+                    self._cond.notify()
+            bucket.append((job, attempt))
 
     def stop(self) -> None:
         """Watches everything still queued now, and ends the thread."""
         with self._cond:
             self._stopped = True
-            entries, self._heap = self._heap, []
+            buckets, self._due, self._ticks = self._due, {}, []
             self._cond.notify()
-        for _due, _seq, job, attempt in entries:
-            job.watch(attempt)
+        for bucket in buckets.values():
+            for job, attempt in bucket:
+                job.watch(attempt)
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 if self._stopped:
                     return
-                if not self._heap:
+                if not self._ticks:
                     self._cond.wait()
                     continue
-                due, _seq, job, attempt = self._heap[0]
-                wait = due - time.monotonic()
+                tick = self._ticks[0]
+                wait = tick * self.TICK - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
-                heapq.heappop(self._heap)
-            try:
-                again = job.due(attempt)
-            except Exception:  # a bug here must not stop the watching of other jobs
-                logger.exception("watching job %s failed", job.job_id)
-                continue
-            if again is not None:
-                self.add(job, attempt, again)
+                heapq.heappop(self._ticks)
+                bucket = self._due.pop(tick)
+            for job, attempt in bucket:
+                if job.done.is_set():
+                    continue
+                try:
+                    again = job.due(attempt)
+                except Exception:  # a bug here must not stop the watching of other jobs
+                    logger.exception("watching job %s failed", job.job_id)
+                    continue
+                if again is not None:
+                    self.add(job, attempt, again)
 
 
 class CommandJob(_Job):
     """A command job through Ray's Jobs API, polled by a thread of its own."""
 
     _POLL = 0.1
+    AGENT_WAIT = 60.0  # how long a submission waits for a just-started Ray's job agent
 
     def __init__(
         self,
@@ -583,13 +633,25 @@ class CommandJob(_Job):
                 self.started_at = time.time()
             submission_id = f"fray-{secrets.token_hex(8)}"
             self.submission_id = submission_id
-        self.client.jobs_api().submit_job(
-            entrypoint=shlex.join(entry.command),
-            submission_id=submission_id,
-            metadata={"fray_job_id": self.job_id, "fray_name": self.request.name},
-            **self.submit_kwargs,
-        )
-        return submission_id
+        api = self.client.jobs_api()
+        deadline = time.monotonic() + self.AGENT_WAIT
+        delay = 0.1
+        while True:
+            try:
+                api.submit_job(
+                    entrypoint=shlex.join(entry.command),
+                    submission_id=submission_id,
+                    metadata={"fray_job_id": self.job_id, "fray_name": self.request.name},
+                    **self.submit_kwargs,
+                )
+                return submission_id
+            except RuntimeError as exc:
+                # A Ray that has just started answers this until its dashboard agent is up.
+                if "No available agent" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            logger.debug("Ray's job agent is not up yet; submitting %s again", self.job_id)
+            time.sleep(delay)  # back-off before asking the Jobs API again
+            delay = min(delay * 2, 2.0)
 
     def _run(self) -> None:
         from ray.job_submission import JobStatus as RayJobStatus
