@@ -56,7 +56,7 @@ def _compare(
     n: int,
     repeats: int,
     explain: str = "",
-    rounds: int = 4,
+    rounds: int = 6,
 ) -> dict[str, Any]:
     """Throughput of ``fray`` over ``raw`` (each call does ``n`` operations). A repeat runs
     ``rounds`` alternations of the two sides (the order flipping every round) and compares
@@ -125,6 +125,9 @@ def run(repeats: int = 5) -> list[dict[str, Any]]:
         include_dashboard=False,
         log_to_driver=False,
         _temp_dir=root,
+        # Idle workers stay: a worker started (about a second of CPU) while one side runs
+        # would be charged to that side alone.
+        _system_config={"idle_worker_killing_time_threshold_ms": 3_600_000},
     )
     rows: list[dict[str, Any]] = []
     try:

@@ -143,9 +143,7 @@ class _Prepared:
         self.remote = execute.options(**options)
         self.uses = 0
         self.bound_remotes: dict[str | None, tuple[Any, int]] = {}
-
-    def parts(self) -> tuple[Any, dict[str, str], bytes]:
-        return self.remote, self.env, self.payload
+        self.parts = (self.remote, tuple(env.items()), payload)  # what a CallableJob takes
 
     def bound(self, client: RayClient, parent: str | None) -> tuple[Any, int] | None:
         """The exported function for this request and parent, and its id salt; ``None``
@@ -309,27 +307,35 @@ class RayClient:
         starts a new job with a new id).
         """
         self._check_open()
-        if not isinstance(request, JobRequest):
-            raise InvalidRequestError.for_field("request", request, "must be a JobRequest")
-        parent = current_job()
-        if isinstance(request.resources.device, TpuConfig):
-            return self._submit_tpu(request, self._new_job_id(request.name, parent))
-        self._check_head_node(request.resources, "JobRequest.resources.preemptible")
-        job: _Job | None = None
-        if request.entrypoint.is_callable:
+        prepared = self._prepared_cache.get(id(request))
+        if prepared is None or prepared.request is not request:
+            if not isinstance(request, JobRequest):
+                raise InvalidRequestError.for_field("request", request, "must be a JobRequest")
+            if isinstance(request.resources.device, TpuConfig):
+                return self._submit_tpu(request, self._new_job_id(request.name, current_job()))
+            self._check_head_node(request.resources, "JobRequest.resources.preemptible")
+            if not request.entrypoint.is_callable:
+                return self._submit_command(request, current_job())
             prepared = self._prepared(request)
-            job = self._start_bound(request, prepared, parent)
-            if job is None:
-                job_id = self._new_job_id(request.name, parent)
-                job = CallableJob(self, job_id, request, parent, prepared.parts())
-        else:
-            job_id = self._new_job_id(request.name, parent)
-            job = CommandJob(self, job_id, request, parent, self._command_kwargs(request, job_id))
-            self.jobs_api()
-        if job.attempts:  # started already (a bound function)
-            with self._lock:
-                self._jobs[job.job_id] = job
-            return RayJobHandle(job)
+        # A callable request, validated and prepared (once per request object).
+        parent = current_job()
+        job = self._start_bound(request, prepared, parent)
+        if job is None:
+            job = CallableJob(
+                self, self._new_job_id(request.name, parent), request, parent, prepared.parts
+            )
+            self._start(job)
+        return RayJobHandle(job)
+
+    def _submit_command(self, request: JobRequest, parent: str | None) -> RayJobHandle:
+        job_id = self._new_job_id(request.name, parent)
+        job = CommandJob(self, job_id, request, parent, self._command_kwargs(request, job_id))
+        self.jobs_api()
+        self._start(job)
+        return RayJobHandle(job)
+
+    def _start(self, job: _Job) -> None:
+        """Registers a job and starts its first attempt."""
         with self._lock:
             self._jobs[job.job_id] = job
         if self.mirrors:  # recorded before it runs, so its parent can see it at once
@@ -337,7 +343,6 @@ class RayClient:
         job.start()
         if self.mirrors and not job.done.is_set():
             self._registry_call("put", job.job_id, job.record(), wait=True)
-        return RayJobHandle(job)
 
     def _start_bound(
         self, request: JobRequest, prepared: _Prepared, parent: str | None
@@ -352,12 +357,14 @@ class RayClient:
         remote, salt = bound
         ref = remote.remote()
         job_id = self._new_job_id(request.name, parent, job_token(ref.task_id().hex(), salt))
+        job = CallableJob(self, job_id, request, parent, prepared.parts)
         with self._lock:
             clash = job_id in self._jobs
+            if not clash:
+                self._jobs[job_id] = job
         if clash:  # 32 random bits met an id in use: run it under a fresh id instead
             self.cancel_refs([ref], wait=True)
             return None
-        job = CallableJob(self, job_id, request, parent, prepared.parts())
         job.start(first=[ref])
         return job
 

@@ -147,11 +147,22 @@ class _Job:
 
     def finish(self, status: JobStatus) -> None:
         with self.lock:
-            if self.done.is_set():
-                return
-            self.status = status
-            self.finished_at = time.time()
-            callbacks, self.callbacks = self.callbacks, []
+            callbacks = self._end(status)
+        if callbacks is not None:
+            self._ended(callbacks)
+
+    def _end(self, status: JobStatus) -> list[Callable[[], None]] | None:
+        """The first half of :meth:`finish`, under ``self.lock``: records the final status
+        (``None`` if another thread already did) and takes the callbacks."""
+        if self.status.is_finished:
+            return None
+        self.status = status
+        self.finished_at = time.time()
+        callbacks, self.callbacks = self.callbacks, []
+        return callbacks
+
+    def _ended(self, callbacks: list[Callable[[], None]]) -> None:
+        """The second half of :meth:`finish`, outside the lock."""
         self.client.job_finished(self)
         self.done.set()
         self.client.progress()
@@ -191,25 +202,30 @@ class CallableJob(_Job):
         job_id: str,
         request: JobRequest,
         parent: str | None,
-        prepared: tuple[Any, dict[str, str], bytes],
+        prepared: tuple[Any, tuple[tuple[str, str], ...], bytes],
     ) -> None:
         super().__init__(client, job_id, request, parent)
         # The wrapper as a Ray remote function with this request's options, the env vars it
         # sets itself, and the pickled entrypoint (see RayClient._prepared).
-        remote, env, self.payload = prepared
-        self.remote = remote
-        self.env = tuple(env.items())
+        self.remote, self.env, self.payload = prepared
         self.refs: list[Any] = []
         self.outcomes: dict[int, Outcome] = {}
         self.settled = 0
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
 
+    def _end(self, status: JobStatus) -> list[Callable[[], None]] | None:
+        callbacks = super()._end(status)
+        if callbacks is not None:  # its Ray objects are no longer needed: let Ray free them
+            self.refs = []
+            self.outcomes = {}
+        return callbacks
+
     def start(self, first: list[Any] | None = None) -> None:
         """Starts the next attempt (``first``: the refs of a first attempt already
         submitted by the client)."""
         with self.lock:
-            if self.stop_requested or self.done.is_set():
+            if self.stop_requested or self.status.is_finished:
                 return
             self.attempts += 1
             attempt = self.attempts
@@ -327,8 +343,9 @@ class CallableJob(_Job):
     def _replica_done(self, attempt: int, index: int, outcome: Outcome) -> None:
         """Records a replica's outcome (from a completion callback or a waiting thread,
         whichever comes first) and settles the attempt once it is decided."""
+        callbacks = None
         with self.lock:
-            if attempt != self.attempts or self.settled == attempt or self.done.is_set():
+            if attempt != self.attempts or self.settled == attempt or self.status.is_finished:
                 return
             if index in self.outcomes:
                 return
@@ -341,18 +358,25 @@ class CallableJob(_Job):
             self.settled = attempt  # later replicas of this attempt change nothing
             # Gang semantics: one replica down takes the attempt down.
             refs = list(self.refs) if bad and not complete else []
+            if count == 1 and not bad and not self.stop_requested and not self.client.mirrors:
+                # The fast path, settled here under one lock: a lone replica succeeded.
+                self.lines.extend(outcome.lines)
+                self.value = outcome.value
+                callbacks = self._end(JobStatus.SUCCEEDED)
+                if callbacks is None:
+                    return
+        if callbacks is not None:
+            self._ended(callbacks)
+            return
         if refs:
             self.client.cancel_refs(refs)
-        if not bad and count == 1 and not self.client.mirrors:
-            self._settle(attempt)  # the fast path: a trivial success, settled inline
-        else:
-            self.client.executor.submit(self._settle, attempt)
+        self.client.executor.submit(self._settle, attempt)
 
     def _settle(self, attempt: int) -> None:
         """Decides what an ended attempt means: success, retry, or a final status."""
         try:
             with self.lock:
-                if attempt != self.attempts or self.done.is_set():
+                if attempt != self.attempts or self.status.is_finished:
                     return
                 outcomes = dict(self.outcomes)
                 stopping = self.stop_requested
@@ -404,7 +428,7 @@ class CallableJob(_Job):
 
     def terminate(self) -> None:
         with self.lock:
-            if self.done.is_set():
+            if self.status.is_finished:
                 return
             self.stop_requested = True
             refs = list(self.refs)
@@ -473,6 +497,8 @@ def drive_jobs(
                 # per batch instead of one per job (each call costs in proportion to refs;
                 # when the last one is ready it returns at once).
                 linger = _LINGER if len(rest) >= _LINGER_FROM else 0
+                if deadline is not None:
+                    linger = min(linger, max(deadline - time.monotonic(), 0.0))
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=linger)
                 ready += more
             touched: list[CallableJob] = []
