@@ -1,9 +1,10 @@
 """RayClient against raw Ray doing the same work, side by side in one Ray session.
 
 Rows: sync actor calls, trivial callable jobs one at a time (submit -> result), and a batch
-of trivial jobs submitted together then awaited. Each repeat runs the raw side and the Fray
-side back to back (order alternating); the ratio is Fray throughput / raw throughput, the
-median over repeats; the first repeat is a discarded warm-up.
+of trivial jobs submitted together then awaited. Each repeat alternates the raw side and the
+Fray side for several rounds (order flipping every round); the ratio is Fray throughput /
+raw throughput from the summed times, the median over repeats; the first repeat is a
+discarded warm-up.
 
 Run: ``python benchmarks/bench_ray.py`` (or through ``benchmarks/run.py``).
 """
@@ -24,19 +25,18 @@ from typing import Any
 
 TARGET = 0.9
 
-# Why the batched row can miss on a small machine (profiled: psutil CPU per process, cProfile
-# of the driver). With 200 tasks in flight the run is CPU-bound: the driver, four workers,
-# the raylet and the GCS share the cores, so throughput is the inverse of the CPU all of them
-# spend per task. A plain Ray task costs ~550 us of worker CPU and ~250 us of driver CPU
-# here; a Fray job adds ~50-100 us in the worker (its identity in env vars and a client bound
-# to it, output capture, the outcome tuple) and ~100 us in the driver (the handle and its
-# state, the id, the batched fetch and settling). Those are the work that makes it a job
-# rather than a task; the one-at-a-time row, bound by latency rather than CPU, shows them
-# hidden behind Ray's own round trip.
+# What a Fray job costs on top of a Ray task (measured on a 2-core machine: per-process and
+# per-thread CPU with psutil, in-task thread time, per-op latency with the two sides
+# interleaved op by op). A plain Ray task costs ~600 us of worker CPU and ~300 us of driver
+# CPU here. The job wrapper adds ~40 us in the worker (the job's identity in four env vars
+# and a client bound to it, output capture); the driver adds ~30 us (the job and its handle,
+# the id, settling). With 200 jobs in flight the run is CPU-bound (driver, workers, raylet
+# and GCS share two cores), so those ~70 us show up in full; one at a time they sit behind
+# Ray's ~2 ms round trip. Single repeats swing by +-15% on this machine, hence the rounds.
 _BATCH_MISS = (
-    "CPU-bound on this machine: Fray's per-job work (identity, output capture, handle and "
-    "status bookkeeping) adds about a third to what a bare Ray task costs in the driver and "
-    "workers; see the module's notes"
+    "CPU-bound on this machine: the driver, four workers, the raylet and the GCS share two "
+    "cores, and a Fray job's own work (~40 us in the worker, ~30 us in the driver) adds "
+    "about 7% to a Ray task's CPU; see the module's notes"
 )
 
 
