@@ -3,8 +3,10 @@
 A callable job is one Ray task per replica (``max_retries=0``: Ray's single retry counter
 cannot tell a preemption from a bug). When an attempt ends, its outcome is classified: the
 wrapper returns the user's exception as a value, so any *Ray* error (worker crash, node or
-owner death, ...) is a preemption. Each class of outcome has its own budget. Completion is
-event-driven (``ObjectRef.future()`` callbacks): no thread per job, no polling.
+owner death, ...) is a preemption. Each class of outcome has its own budget. Whoever waits
+for a job fetches its outcome (one blocking Ray call, batched for ``wait_all``); an attempt
+nobody waits on gets completion callbacks after half a second (``Watcher``): no thread per
+job, no polling.
 
 A command job goes through Ray's Jobs API (it needs the dashboard) and is polled.
 """
