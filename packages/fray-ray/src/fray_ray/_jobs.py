@@ -466,13 +466,15 @@ def drive_jobs(
     settling: set[CallableJob] = set()
     scanned = None
     while open_jobs:
+        # Read before looking at the jobs: a job that ends after the look changes it, so
+        # the wait below cannot miss that end.
+        generation = client.progress_generation()
         ended = [job for job in settling if job.done.is_set()]
         if ended:
             settling.difference_update(ended)
             open_jobs.difference_update(ended)
             if _stop(ended, until_all, fail_fast) or not open_jobs:
                 return
-        generation = client.progress_generation()
         if scanned != client.retry_generation():  # new attempts have new refs
             scanned = client.retry_generation()
             owners.clear()
@@ -485,6 +487,8 @@ def drive_jobs(
                     settling.add(job)
                 for index, ref in todo:
                     owners[ref] = (job, attempt, index)
+            if any(job.done.is_set() for job in settling):
+                continue  # ended before the generation was read: the look above takes it
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         if not owners:
             client.wait_progress(generation, remaining)

@@ -30,6 +30,7 @@ from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_IN
 
 __all__ = ["Outcome", "bound", "current_job", "execute", "job_token", "outcome_of"]
 
+
 def current_job() -> str | None:
     """The id of the job this code runs in (``None`` in a driver): the wrapper sets
     ``FRAY_JOB_ID`` in the worker process for the duration of the job."""
