@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO
 
-__all__ = ["LineSink", "LogBuffer", "capture_into", "merge_logs"]
+__all__ = ["LineSink", "LogBuffer", "capture_into", "merge_logs", "restore_output", "route_output"]
 
 
 class LineSink(Protocol):
@@ -166,16 +166,29 @@ class capture_into:
     """Context manager: in this thread, route ``print`` output into ``buffer``."""
 
     def __init__(self, buffer: LineSink, echo: bool) -> None:
-        self._sink = (buffer, echo)
+        self._buffer = buffer
+        self._echo = echo
         self._previous: Any = None
 
     def __enter__(self) -> None:
-        _ensure_routers()
-        self._previous = getattr(_route, "sink", None)
-        _route.sink = self._sink
+        self._previous = route_output(self._buffer, self._echo)
 
     def __exit__(self, *exc: object) -> None:
-        _route.sink = self._previous
+        restore_output(self._previous)
+
+
+def route_output(sink: LineSink, echo: bool) -> Any:
+    """:class:`capture_into` as two calls, for hot paths: routes this thread's ``print``
+    output into ``sink`` and returns what :func:`restore_output` takes to undo it."""
+    _ensure_routers()
+    previous = getattr(_route, "sink", None)
+    _route.sink = (sink, echo)
+    return previous
+
+
+def restore_output(previous: Any) -> None:
+    """Undoes :func:`route_output` (``previous``: what it returned)."""
+    _route.sink = previous
 
 
 def echo_stream() -> TextIO:

@@ -91,19 +91,22 @@ def wait_all(
     events: queue.SimpleQueue[int] = queue.SimpleQueue()
     polled: list[int] = []
     # A backend may wait for many of its handles at once in this thread (``wait_many``),
-    # cheaper than a callback per job.
+    # cheaper than a callback per job; where it cannot (it answers None), callbacks.
     kind: type[Any] = type(handles[0])  # pyright: ignore[reportUnknownVariableType]
     batch: _BatchWait | None = getattr(kind, "wait_many", None)
-    same_kind = all(type(h) is kind for h in handles)
-    if batch is not None and (not same_kind or batch(handles, 0.0) is None):
+    if batch is not None and not all(type(h) is kind for h in handles):
         batch = None
-    if batch is None:
-        for index, handle in enumerate(handles):
-            add_callback = getattr(handle, "add_done_callback", None)
+
+    def listen(indices: Sequence[int]) -> None:
+        for index in indices:
+            add_callback = getattr(handles[index], "add_done_callback", None)
             if add_callback is None:
                 polled.append(index)
             else:
                 add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
+
+    if batch is None:
+        listen(range(len(handles)))
 
     statuses: list[JobStatus | None] = [None] * len(handles)
     remaining = len(handles)
@@ -127,16 +130,22 @@ def wait_all(
                 # The handle raises its own JobFailedError, with the cause chained.
                 handles[index].wait(timeout=0, raise_on_failure=True)
 
+    looked = False  # a timeout is only raised after one look at the jobs
     while True:
         for index in polled:
             settle(index)
         if polled:
             polled = [i for i in polled if statuses[i] is None]
+        while True:  # whatever finished meanwhile
+            try:
+                settle(events.get_nowait())
+            except queue.Empty:
+                break
         bar.update(len(handles) - remaining, failed)
         if remaining == 0:
             break
         now = time.monotonic()
-        if deadline is not None and now >= deadline:
+        if deadline is not None and now >= deadline and looked:
             bar.update(len(handles) - remaining, failed, final=True)
             pending = [handles[i].job_id for i, s in enumerate(statuses) if s is None]
             shown = ", ".join(pending[:5]) + (", ..." if len(pending) > 5 else "")
@@ -147,9 +156,14 @@ def wait_all(
         wait_for = poll_interval if polled else _PROGRESS_EVERY_S
         if deadline is not None:
             wait_for = min(wait_for, max(deadline - now, 0.0))
+        looked = True
         if batch is not None:
             pending = [i for i, s in enumerate(statuses) if s is None]
-            finished = batch([handles[i] for i in pending], wait_for) or []
+            finished = batch([handles[i] for i in pending], wait_for)
+            if finished is None:  # the backend cannot wait for these together
+                batch = None
+                listen(pending)
+                continue
             for position in finished:
                 settle(pending[position])
             continue
@@ -160,11 +174,5 @@ def wait_all(
                 poll_interval = min(poll_interval * 1.5, _POLL_MAX_S)
             continue
         settle(index)
-        # Drain whatever else finished meanwhile without sleeping again.
-        while True:
-            try:
-                settle(events.get_nowait())
-            except queue.Empty:
-                break
     bar.update(len(handles), failed, final=True)
     return [s for s in statuses if s is not None]

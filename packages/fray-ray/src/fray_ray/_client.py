@@ -208,8 +208,10 @@ class RayClient:
         self._resources: dict[str, float] | None = None
         self._prepared_cache: dict[int, _Prepared] = {}
         self.bound_functions = 0  # exported job functions (see _Prepared.bound)
-        self._watcher = Watcher()
-        self._progress = threading.Condition()
+        self._watcher = Watcher(CallableJob.WATCH_AFTER)
+        self._progress_lock = threading.Lock()
+        self._progress = threading.Condition(self._progress_lock)
+        self._progress_waiters = 0
         self._generation = 0
         self._retries = 0
         self.executor = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fray-ray")
@@ -356,8 +358,9 @@ class RayClient:
             return None
         remote, salt = bound
         ref = remote.remote()
-        job_id = self._new_job_id(request.name, parent, job_token(ref.task_id().hex(), salt))
-        job = CallableJob(self, job_id, request, parent, prepared.parts)
+        # The object id starts with the task id, from which the worker takes the same token.
+        job_id = self._new_job_id(request.name, parent, job_token(ref.binary(), salt))
+        job = CallableJob(self, job_id, request, parent, prepared.parts, first=ref)
         with self._lock:
             clash = job_id in self._jobs
             if not clash:
@@ -365,7 +368,7 @@ class RayClient:
         if clash:  # 32 random bits met an id in use: run it under a fresh id instead
             self.cancel_refs([ref], wait=True)
             return None
-        job.start(first=[ref])
+        self._watcher.add(job, 1)
         return job
 
     def _prepared(self, request: JobRequest) -> _Prepared:
@@ -474,17 +477,19 @@ class RayClient:
                 ) from exc
         return self._jobs_api
 
-    def watch_later(self, job: CallableJob, attempt: int, delay: float) -> None:
-        """Gives ``attempt`` completion callbacks after ``delay`` unless someone fetches it."""
-        self._watcher.add(job, attempt, delay)
+    def watch_later(self, job: CallableJob, attempt: int) -> None:
+        """Gives ``attempt`` completion callbacks after ``CallableJob.WATCH_AFTER`` seconds
+        unless someone fetches it."""
+        self._watcher.add(job, attempt)
 
     def progress(self, *, retry: bool = False) -> None:
         """Called when a callable job starts a new attempt after its first (``retry``) or ends."""
-        with self._progress:
+        with self._progress_lock:
             self._generation += 1
             if retry:
                 self._retries += 1
-            self._progress.notify_all()
+            if self._progress_waiters:
+                self._progress.notify_all()
 
     def progress_generation(self) -> int:
         return self._generation
@@ -495,7 +500,11 @@ class RayClient:
     def wait_progress(self, generation: int, timeout: float | None) -> None:
         """Waits until some job started an attempt or ended after ``generation``."""
         with self._progress:
-            self._progress.wait_for(lambda: self._generation != generation, timeout)
+            self._progress_waiters += 1
+            try:
+                self._progress.wait_for(lambda: self._generation != generation, timeout)
+            finally:
+                self._progress_waiters -= 1
 
     def job_finished(self, job: _Job) -> None:
         """Called once per job when it ends (records nested jobs in the registry)."""

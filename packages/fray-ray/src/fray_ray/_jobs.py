@@ -16,10 +16,9 @@ A command job goes through Ray's Jobs API (it needs the dashboard) and is polled
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
-import heapq
 import logging
-import math
 import shlex
 import threading
 import time
@@ -30,7 +29,7 @@ from fray import JobInfo, JobRequest, JobStatus
 from fray._handles import check_result
 from fray.errors import FrayError, JobFailedError, JobTimeoutError
 from fray_ray._convert import is_preemption
-from fray_ray._worker import Outcome, outcome_of
+from fray_ray._worker import Outcome
 
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["CallableJob", "CommandJob", "RayJobHandle", "RemoteJobHandle", "Watcher", "drive_jobs"]
 
 logger = logging.getLogger("fray.ray")
+_SUCCEEDED = JobStatus.SUCCEEDED
 
 
 class _Done:
@@ -84,6 +84,7 @@ class _Job:
         self.request = request
         self.parent = parent
         self.status = JobStatus.PENDING
+        self.ended = False  # a final status is recorded (set under ``lock``)
         self.attempts = 0
         self.failures = 0
         self.preemptions = 0
@@ -156,8 +157,9 @@ class _Job:
     def _end(self, status: JobStatus) -> list[Callable[[], None]] | None:
         """The first half of :meth:`finish`, under ``self.lock``: records the final status
         (``None`` if another thread already did) and takes the callbacks."""
-        if self.status.is_finished:
+        if self.ended:
             return None
+        self.ended = True
         self.status = status
         self.finished_at = time.time()
         callbacks, self.callbacks = self.callbacks, []
@@ -165,9 +167,11 @@ class _Job:
 
     def _ended(self, callbacks: list[Callable[[], None]]) -> None:
         """The second half of :meth:`finish`, outside the lock."""
-        self.client.job_finished(self)
+        client = self.client
+        if client.mirrors:
+            client.job_finished(self)
         self.done.set()
-        self.client.progress()
+        client.progress()
         for callback in callbacks:
             try:
                 callback()
@@ -205,7 +209,11 @@ class CallableJob(_Job):
         request: JobRequest,
         parent: str | None,
         prepared: tuple[Any, tuple[tuple[str, str], ...], bytes],
+        first: Any = None,
     ) -> None:
+        """``first``: the ref of a lone replica's first attempt, already submitted by the
+        client; the job is then created running (the client watches it, see
+        ``RayClient._start_bound``). Otherwise :meth:`start` starts it."""
         super().__init__(client, job_id, request, parent)
         # The wrapper as a Ray remote function with this request's options, the env vars it
         # sets itself, and the pickled entrypoint (see RayClient._prepared).
@@ -215,6 +223,11 @@ class CallableJob(_Job):
         self.settled = 0
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
+        if first is not None:
+            self.refs.append(first)
+            self.attempts = 1
+            self.started_at = self.submitted_at
+            self.status = JobStatus.RUNNING
 
     def _end(self, status: JobStatus) -> list[Callable[[], None]] | None:
         callbacks = super()._end(status)
@@ -227,7 +240,7 @@ class CallableJob(_Job):
         """Starts the next attempt (``first``: the refs of a first attempt already
         submitted by the client)."""
         with self.lock:
-            if self.stop_requested or self.status.is_finished:
+            if self.stop_requested or self.ended:
                 return
             self.attempts += 1
             attempt = self.attempts
@@ -255,7 +268,7 @@ class CallableJob(_Job):
         if now:
             self.watch(attempt)
         else:
-            self.client.watch_later(self, attempt, self.WATCH_AFTER)
+            self.client.watch_later(self, attempt)
 
     def watch(self, attempt: int) -> None:
         """Registers completion callbacks for ``attempt`` (once)."""
@@ -269,16 +282,16 @@ class CallableJob(_Job):
                 lambda future, i=index, a=attempt: self._future_done(a, i, future)
             )
 
-    def due(self, attempt: int) -> float | None:
-        """For the deferred watch: ``None`` once nothing is left to do for ``attempt``, else
-        how long to wait before looking again (someone is fetching it)."""
+    def due(self, attempt: int) -> bool:
+        """For the deferred watch: registers the callbacks for ``attempt`` if it still needs
+        them; returns whether to look again later (someone is fetching it)."""
         with self.lock:
             if attempt != self.attempts or self.watched == attempt or self.done.is_set():
-                return None
+                return False
             if self.claims:
-                return self.WATCH_AFTER
+                return True
         self.watch(attempt)
-        return None
+        return False
 
     def pending(self) -> tuple[int, list[tuple[int, Any]]]:
         """The current attempt and its replicas without an outcome yet (none while the
@@ -297,8 +310,10 @@ class CallableJob(_Job):
         with self.lock:
             self.claims += 1
         try:
-            if self.request.replica_count == 1:
+            if len(self.refs) == 1:
                 self._drive_one(deadline)
+                if self.done.is_set():
+                    return
             drive_jobs([self], deadline, until_all=True)
         finally:
             with self.lock:
@@ -309,20 +324,24 @@ class CallableJob(_Job):
         when the job is done, at ``deadline``, or when the attempt is being settled
         elsewhere."""
         import ray
-        from ray.exceptions import GetTimeoutError
 
-        while not self.done.is_set():
-            attempt, todo = self.pending()
-            if not todo:
-                return
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        while True:
+            with self.lock:
+                if self.ended or self.settled == self.attempts or len(self.refs) != 1:
+                    return
+                attempt = self.attempts
+                ref = self.refs[0]
             try:
-                outcome = outcome_of(ray.get(todo[0][1], timeout=remaining))
-            except GetTimeoutError:
-                return
-            except Exception as exc:  # a Ray error: the attempt's outcome
-                outcome = Outcome("ray-error", exc)
-            self._replica_done(attempt, 0, outcome)
+                result = ray.get(
+                    ref, timeout=None if deadline is None else max(deadline - time.monotonic(), 0)
+                )
+            except Exception as exc:
+                from ray.exceptions import GetTimeoutError
+
+                if isinstance(exc, GetTimeoutError):
+                    return
+                result = Outcome("ray-error", exc)  # a Ray error: the attempt's outcome
+            self._replica_done(attempt, 0, result)
 
     def poll(self) -> None:
         """Takes whatever outcomes are ready, without blocking."""
@@ -337,48 +356,66 @@ class CallableJob(_Job):
         self, attempt: int, index: int, future: concurrent.futures.Future[Any]
     ) -> None:
         try:
-            outcome = outcome_of(future.result())
+            result = future.result()
         except BaseException as exc:
-            outcome = Outcome("ray-error", exc)
-        self._replica_done(attempt, index, outcome)
+            result = Outcome("ray-error", exc)
+        self._replica_done(attempt, index, result)
 
-    def _replica_done(self, attempt: int, index: int, outcome: Outcome) -> None:
+    def _replica_done(self, attempt: int, index: int, result: Any) -> None:
         """Records a replica's outcome (from a completion callback or a waiting thread,
-        whichever comes first) and settles the attempt once it is decided."""
-        callbacks = None
+        whichever comes first) and settles the attempt once it is decided. ``result``: what
+        the replica's task returned (a bare value or an :class:`Outcome`), or a ``ray-error``
+        outcome."""
         with self.lock:
-            if attempt != self.attempts or self.settled == attempt or self.status.is_finished:
+            if attempt != self.attempts or self.settled == attempt or self.ended:
                 return
-            if index in self.outcomes:
-                return
-            self.outcomes[index] = outcome
-            count = self.request.replica_count
-            bad = outcome.kind != "ok"
-            complete = len(self.outcomes) == count
-            if not (complete or bad):
-                return
-            self.settled = attempt  # later replicas of this attempt change nothing
-            # Gang semantics: one replica down takes the attempt down.
-            refs = list(self.refs) if bad and not complete else []
-            if count == 1 and not bad and not self.stop_requested and not self.client.mirrors:
+            outcome = result if type(result) is Outcome else None
+            if (
+                len(self.refs) == 1
+                and (outcome is None or outcome.kind == "ok")
+                and not self.stop_requested
+                and not self.client.mirrors
+            ):
                 # The fast path, settled here under one lock: a lone replica succeeded.
-                self.lines.extend(outcome.lines)
-                self.value = outcome.value
+                self.settled = attempt
+                if outcome is None:
+                    self.value = result
+                else:
+                    self.lines.extend(outcome.lines)
+                    self.value = outcome.value
                 callbacks = self._end(JobStatus.SUCCEEDED)
-                if callbacks is None:
+                refs = None
+            else:
+                callbacks = None
+                refs = self._record(attempt, index, outcome or Outcome("ok", result))
+                if refs is None:
                     return
         if callbacks is not None:
             self._ended(callbacks)
-            return
-        if refs:
-            self.client.cancel_refs(refs)
-        self.client.executor.submit(self._settle, attempt)
+        elif refs is not None:
+            if refs:
+                self.client.cancel_refs(refs)
+            self.client.executor.submit(self._settle, attempt)
+
+    def _record(self, attempt: int, index: int, outcome: Outcome) -> list[Any] | None:
+        """Under ``lock``: stores a replica's outcome; returns ``None`` while the attempt is
+        undecided, else the refs of the replicas to cancel (gang semantics: one replica
+        down takes the attempt down) and marks it settled."""
+        if index in self.outcomes:
+            return None
+        self.outcomes[index] = outcome
+        bad = outcome.kind != "ok"
+        complete = len(self.outcomes) == len(self.refs)
+        if not (complete or bad):
+            return None
+        self.settled = attempt  # later replicas of this attempt change nothing
+        return list(self.refs) if bad and not complete else []
 
     def _settle(self, attempt: int) -> None:
         """Decides what an ended attempt means: success, retry, or a final status."""
         try:
             with self.lock:
-                if attempt != self.attempts or self.status.is_finished:
+                if attempt != self.attempts or self.ended:
                     return
                 outcomes = dict(self.outcomes)
                 stopping = self.stop_requested
@@ -430,7 +467,7 @@ class CallableJob(_Job):
 
     def terminate(self) -> None:
         with self.lock:
-            if self.status.is_finished:
+            if self.ended:
                 return
             self.stop_requested = True
             refs = list(self.refs)
@@ -465,6 +502,7 @@ def drive_jobs(
     # a retry being started): nothing Ray can tell us about them.
     settling: set[CallableJob] = set()
     scanned = None
+    flowing = False  # the last call found refs ready
     while open_jobs:
         # Read before looking at the jobs: a job that ends after the look changes it, so
         # the wait below cannot miss that end.
@@ -497,21 +535,24 @@ def drive_jobs(
             if settling:  # look again soon
                 limit = _SETTLE_LOOK if remaining is None else min(remaining, _SETTLE_LOOK)
             refs = list(owners)
-            ready, rest = ray.wait(refs, num_returns=1, timeout=limit)
-            if ready and rest:
-                # With many jobs in flight, let completions gather for a moment: one call
-                # per batch instead of one per job (each call costs in proportion to refs;
-                # when the last one is ready it returns at once).
-                linger = _LINGER if len(rest) >= _LINGER_FROM else 0
-                if deadline is not None:
-                    linger = min(linger, max(deadline - time.monotonic(), 0.0))
-                more, _ = ray.wait(rest, num_returns=len(rest), timeout=linger)
-                ready += more
+            # With many jobs in flight, completions are let gather for a moment: one call
+            # per batch instead of one per job (each call costs in proportion to refs; when
+            # the last one is ready it returns at once). While they keep coming, one call
+            # does it; after a lull, a first call blocks until one is ready.
+            many = len(refs) > _LINGER_FROM
+            if flowing and many:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=_linger(deadline))
+            else:
+                ready, rest = ray.wait(refs, num_returns=1, timeout=limit)
+                if ready and many:
+                    more, _ = ray.wait(rest, num_returns=len(rest), timeout=_linger(deadline))
+                    ready += more
+            flowing = bool(ready)
             touched: list[CallableJob] = []
-            for ref, outcome in zip(ready, _fetch(ready), strict=True):
+            for ref, result in zip(ready, _fetch(ready), strict=True):
                 job, attempt, index = owners.pop(ref)
                 left[job] -= 1
-                job._replica_done(attempt, index, outcome)  # pyright: ignore[reportPrivateUsage]
+                job._replica_done(attempt, index, result)  # pyright: ignore[reportPrivateUsage]
                 touched.append(job)
             ended = []
             for job in touched:
@@ -527,33 +568,38 @@ def drive_jobs(
             return
 
 
+def _linger(deadline: float | None) -> float:
+    """How long completions may gather: ``_LINGER``, never past ``deadline``."""
+    return _LINGER if deadline is None else min(_LINGER, max(deadline - time.monotonic(), 0.0))
+
+
 def _stop(ended: list[CallableJob], until_all: bool, fail_fast: bool) -> bool:
     if not until_all:
         return True
     return fail_fast and any(job.status is JobStatus.FAILED for job in ended)
 
 
-def _fetch(refs: list[Any]) -> list[Outcome]:
-    """The outcomes of ready refs: one Ray call for all; a Ray error becomes that
-    replica's outcome."""
+def _fetch(refs: list[Any]) -> list[Any]:
+    """What the tasks of ready refs returned (see ``CallableJob._replica_done``): one Ray
+    call for all; a Ray error becomes that replica's ``ray-error`` outcome."""
     import ray
 
     if not refs:
         return []
     try:
-        return [outcome_of(result) for result in ray.get(refs)]
+        return ray.get(refs)
     except Exception:  # a Ray error in one of them (never the user's: that is a value)
-        outcomes: list[Outcome] = []
+        results: list[Any] = []
         for ref in refs:
             try:
-                outcomes.append(outcome_of(ray.get(ref)))
+                results.append(ray.get(ref))
             except Exception as exc:
-                outcomes.append(Outcome("ray-error", exc))
-        return outcomes
+                results.append(Outcome("ray-error", exc))
+        return results
 
 
 _SETTLE_LOOK = 0.05
-_LINGER = 0.02
+_LINGER = 0.05
 _LINGER_FROM = 16
 # wait_all over more jobs than this uses completion callbacks: a batched wait costs time in
 # proportion to the jobs still running, each time one ends.
@@ -561,63 +607,76 @@ _BATCH_LIMIT = 512
 
 
 class Watcher:
-    """Registers completion callbacks for attempts nobody has waited on for a while (see
-    ``CallableJob``): one thread per client, no polling. Attempts are grouped by the tick
-    (``TICK`` seconds) they fall due in: one timer and one wake-up per tick, not per job."""
+    """Registers completion callbacks for attempts nobody has waited on for ``delay``
+    seconds (see ``CallableJob``): one thread per client, no polling.
+
+    Every attempt waits the same delay, so they fall due in the order they are added: a
+    queue that :meth:`add` appends to without a lock. The thread sleeps until the oldest
+    falls due and then takes everything due within the next ``TICK`` seconds (one wake-up
+    per tick, not per job); with nothing queued it sleeps until :meth:`add` wakes it.
+    """
 
     TICK = 0.05
 
-    def __init__(self) -> None:
-        self._ticks: list[int] = []  # a heap of the ticks that have attempts due
-        self._due: dict[int, list[tuple[CallableJob, int]]] = {}
-        self._cond = threading.Condition()
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self._queue: collections.deque[tuple[float, CallableJob, int]] = collections.deque()
+        self._wake = threading.Event()
+        self._idle = False  # the thread is (about to be) asleep with nothing queued
         self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
         self._stopped = False
 
-    def add(self, job: CallableJob, attempt: int, delay: float) -> None:
-        tick = math.ceil((time.monotonic() + delay) / self.TICK)
-        with self._cond:
-            if self._stopped:
-                return
-            bucket = self._due.get(tick)
-            if bucket is None:
-                bucket = self._due[tick] = []
-                heapq.heappush(self._ticks, tick)
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="fray-ray-watch", daemon=True
-                    )
-                    self._thread.start()
-                elif self._ticks[0] == tick:
-                    self._cond.notify()
-            bucket.append((job, attempt))
+    def add(self, job: CallableJob, attempt: int) -> None:
+        self._queue.append((time.monotonic() + self.delay, job, attempt))
+        if self._thread is None:
+            self._start()
+        if self._idle:
+            self._wake.set()
+        if self._stopped:  # stop() may have drained the queue before this append
+            self._drain()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(
+                    target=self._run, name="fray-ray-watch", daemon=True
+                )
+                self._thread.start()
 
     def stop(self) -> None:
         """Watches everything still queued now, and ends the thread."""
-        with self._cond:
-            self._stopped = True
-            buckets, self._due, self._ticks = self._due, {}, []
-            self._cond.notify()
-        for bucket in buckets.values():
-            for job, attempt in bucket:
-                job.watch(attempt)
+        self._stopped = True
+        self._wake.set()
+        self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                _due, job, attempt = self._queue.popleft()
+            except IndexError:
+                return
+            job.watch(attempt)
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                if self._stopped:
-                    return
-                if not self._ticks:
-                    self._cond.wait()
-                    continue
-                tick = self._ticks[0]
-                wait = tick * self.TICK - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                heapq.heappop(self._ticks)
-                bucket = self._due.pop(tick)
-            for job, attempt in bucket:
+        queue = self._queue
+        while not self._stopped:
+            if not queue:
+                # Announce the sleep before looking again: an add() after the look sees it.
+                self._idle = True
+                if not queue:
+                    self._wake.wait()
+                self._wake.clear()
+                self._idle = False
+                continue
+            wait = queue[0][0] - time.monotonic()
+            if wait > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
+                continue
+            until = time.monotonic() + self.TICK
+            while queue and queue[0][0] <= until and not self._stopped:
+                _due, job, attempt = queue.popleft()
                 if job.done.is_set():
                     continue
                 try:
@@ -625,8 +684,8 @@ class Watcher:
                 except Exception:  # a bug here must not stop the watching of other jobs
                     logger.exception("watching job %s failed", job.job_id)
                     continue
-                if again is not None:
-                    self.add(job, attempt, again)
+                if again:
+                    self.add(job, attempt)
 
 
 class CommandJob(_Job):
@@ -805,6 +864,11 @@ class RayJobHandle:
         job = self._job
         if isinstance(job, CallableJob) and not job.done.is_set():
             job.drive(timeout)
+        return self._finished(timeout, raise_on_failure)
+
+    def _finished(self, timeout: float | None, raise_on_failure: bool) -> JobStatus:
+        """The end of :meth:`wait`, once a callable job has been driven."""
+        job = self._job
         if not job.done.wait(0 if isinstance(job, CallableJob) else timeout):
             raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
         if job.status is JobStatus.FAILED and raise_on_failure:
@@ -813,8 +877,13 @@ class RayJobHandle:
 
     def result(self, timeout: float | None = None) -> Any:
         """The callable's return value; see ``fray.JobHandle.result``."""
-        status = self.wait(timeout)
         job = self._job
+        if isinstance(job, CallableJob):
+            if not job.done.is_set():
+                job.drive(timeout)
+            if job.status is _SUCCEEDED:  # its value is recorded before its status
+                return job.value
+        status = self._finished(timeout, True)
         check_result(job.job_id, status, job.error, is_callable=job.request.entrypoint.is_callable)
         return job.value
 

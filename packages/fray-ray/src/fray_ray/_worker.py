@@ -25,7 +25,7 @@ import traceback
 from typing import Any, NamedTuple
 
 from fray import _client
-from fray._logbuf import capture_into
+from fray._logbuf import restore_output, route_output
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 
 __all__ = ["Outcome", "bound", "current_job", "execute", "job_token", "outcome_of"]
@@ -34,7 +34,7 @@ __all__ = ["Outcome", "bound", "current_job", "execute", "job_token", "outcome_o
 def current_job() -> str | None:
     """The id of the job this code runs in (``None`` in a driver): the wrapper sets
     ``FRAY_JOB_ID`` in the worker process for the duration of the job."""
-    return os.environ.get(FRAY_JOB_ID)
+    return _env.get(FRAY_JOB_ID)
 
 
 class Outcome(NamedTuple):
@@ -137,23 +137,24 @@ def _picklable(exc: BaseException) -> BaseException:
     return exc
 
 
-def job_token(task_id: str, salt: int) -> str:
+def job_token(task_id: bytes, salt: int) -> str:
     """The random part of a job id taken from the Ray task that runs its first attempt:
     the task id's leading (hashed, unique) bytes mixed with a per-function salt, so ids do
-    not repeat across Ray sessions. Driver and worker compute the same token."""
-    return f"{int(task_id[:8], 16) ^ salt:08x}"
+    not repeat across Ray sessions. Driver and worker compute the same token (the driver
+    from the task's object id, which starts with the task id)."""
+    return f"{int.from_bytes(task_id[:4], 'big') ^ salt:08x}"
 
 
-def _task_id() -> str:
+def _task_id() -> bytes:
     """The running Ray task's id, read from Ray's worker object: four times cheaper than
     the public runtime context, which builds an object per call (used where present)."""
     worker = getattr(sys.modules.get("ray._private.worker"), "global_worker", None)
     task_id = getattr(worker, "current_task_id", None)
     if task_id is not None:
-        return task_id.hex()
+        return task_id.binary()
     import ray
 
-    return ray.get_runtime_context().get_task_id() or ""
+    return bytes.fromhex(ray.get_runtime_context().get_task_id() or "")
 
 
 def bound(
@@ -170,18 +171,20 @@ def bound(
     Like a Ray remote function, the entrypoint's callable is loaded once per worker
     process; its arguments, if any, are loaded afresh for every run."""
     namespace, registry, echo, env = context
+    prefix = f"{parent}/{name}-" if parent else f"{name}-"
     loaded: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
 
     def run() -> Any:
-        import cloudpickle
-
         if not loaded:
+            import cloudpickle
+
             loaded.append(cloudpickle.loads(pickled))
         fn, args, kwargs = loaded[0]
         if args or kwargs:
+            import cloudpickle
+
             fn, args, kwargs = cloudpickle.loads(pickled)
-        token = job_token(_task_id(), salt)
-        job_id = f"{parent}/{name}-{token}" if parent else f"{name}-{token}"
+        job_id = prefix + job_token(_task_id(), salt)
         return _run(fn, args, kwargs, job_id, 0, 1, namespace, registry, echo, env)
 
     return run
@@ -204,13 +207,13 @@ def execute(payload: tuple[bytes, tuple[Any, ...]]) -> Any:
 
 
 class _Environment:
-    """Sets and restores variables of this process's environment, for the C library (what
-    subprocesses inherit) and ``os.environ`` alike; a job sets four and restores them.
+    """Reads, sets and restores variables of this process's environment, for the C library
+    (what subprocesses inherit) and ``os.environ`` alike; a job sets four and restores them.
 
     Where ``os.environ`` keeps its variables as a dict of encoded bytes (CPython on POSIX:
-    ``os.environ._data``), they are written there and with ``os.putenv`` directly, which
-    skips ``os.environ``'s per-call layers of Python: measured in a Ray worker, 7 us instead
-    of 21 us per job. Elsewhere ``os.environ`` does it.
+    ``os.environ._data``), they are read and written there (and with ``os.putenv``)
+    directly, which skips ``os.environ``'s per-call layers of Python: measured in a Ray
+    worker, 7 us instead of 21 us per job. Elsewhere ``os.environ`` does it.
     """
 
     def __init__(self) -> None:
@@ -222,31 +225,33 @@ class _Environment:
         )
 
     def get(self, name: str) -> str | None:
-        return os.environ.get(name)
-
-    def set(self, name: str, value: str) -> None:
         data = self._data
         if data is None:
-            os.environ[name] = value
-            return
-        key, raw = name.encode(*self._encoding), value.encode(*self._encoding)
-        os.putenv(key, raw)
-        data[key] = raw
+            return os.environ.get(name)
+        encoding, errors = self._encoding
+        value = data.get(name.encode(encoding, errors))
+        return None if value is None else value.decode(encoding, errors)
 
-    def unset(self, name: str) -> None:
+    def apply(self, values: list[tuple[str, str | None]]) -> None:
+        """Sets each ``(name, value)``; a value of ``None`` unsets the variable."""
         data = self._data
         if data is None:
-            os.environ.pop(name, None)
+            for name, value in values:
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
             return
-        key = name.encode(*self._encoding)
-        os.unsetenv(key)
-        data.pop(key, None)
-
-    def restore(self, name: str, value: str | None) -> None:
-        if value is None:
-            self.unset(name)
-        else:
-            self.set(name, value)
+        encoding, errors = self._encoding
+        for name, value in values:
+            key = name.encode(encoding, errors)
+            if value is None:
+                os.unsetenv(key)
+                data.pop(key, None)
+            else:
+                raw = value.encode(encoding, errors)
+                os.putenv(key, raw)
+                data[key] = raw
 
 
 _env = _Environment()
@@ -266,41 +271,55 @@ def _run(
     echo: bool,
     env: tuple[tuple[str, str], ...],
 ) -> Any:
-    from fray_ray._client import RayClient
-
     environ = _env
     if not _outside:
         _outside.extend((name, environ.get(name)) for name in _IDENTITY)
-    saved: list[tuple[str, str | None]] = []
+    changes: list[tuple[str, str | None]] = [
+        (FRAY_JOB_ID, job_id),
+        (FRAY_TASK_INDEX, str(index)),
+        (FRAY_NUM_TASKS, str(count)),
+    ]
+    restore = list(_outside)
     for name, value in env:
         old = environ.get(name)
         if old != value:  # e.g. JAX_PLATFORMS=cpu that the worker already has
-            saved.append((name, old))
-            environ.set(name, value)
-    environ.set(FRAY_JOB_ID, job_id)
-    environ.set(FRAY_TASK_INDEX, str(index))
-    environ.set(FRAY_NUM_TASKS, str(count))
-    client = RayClient.for_job(namespace, registry)
+            restore.append((name, old))
+            changes.append((name, value))
+    environ.apply(changes)
+    client = _job_clients.get((namespace, registry))
+    if client is None or client.is_shutdown:
+        client = _job_client(namespace, registry)
     client_token = _client._explicit.set(client)
     output = _Output(job_id, namespace, registry)
+    routed = route_output(output, echo)
     result: Any = None
     failure: Outcome | None = None
     try:
-        with capture_into(output, echo):
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                text = traceback.format_exc()
-                print(text, end="", file=sys.stderr)
-                failure = Outcome("error", _picklable(exc), traceback=text)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            text = traceback.format_exc()
+            print(text, end="", file=sys.stderr)
+            failure = Outcome("error", _picklable(exc), traceback=text)
     finally:
+        restore_output(routed)
         client.end_children_of(job_id)
         _client._explicit.reset(client_token)
-        for name, old in (*_outside, *saved):
-            environ.restore(name, old)
+        environ.apply(restore)
         output.close()
     if failure is not None:
         return failure._replace(lines=output.lines)
     if output.lines or type(result) is Outcome:  # a user value that is an Outcome stays one
         return Outcome("ok", result, output.lines)
     return result
+
+
+_job_clients: dict[tuple[str, str], Any] = {}  # RayClient.for_job's, by (namespace, registry)
+
+
+def _job_client(namespace: str, registry: str) -> Any:
+    from fray_ray._client import RayClient
+
+    client = RayClient.for_job(namespace, registry)
+    _job_clients[(namespace, registry)] = client
+    return client

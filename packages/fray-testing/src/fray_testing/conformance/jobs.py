@@ -108,6 +108,12 @@ class JobTests(ConformanceTests):
         jobs = [client.submit(self.request(ep.add, i, 1)) for i in range(4)]
         assert wait_all(jobs, timeout=self.timeout) == [JobStatus.SUCCEEDED] * 4
 
+    def test_wait_all_with_no_time_left_still_reports_finished_jobs(self, client: Client) -> None:
+        jobs = [client.submit(self.request(ep.add, i, 1)) for i in range(3)]
+        for job in jobs:
+            job.wait(timeout=self.timeout)
+        assert wait_all(jobs, timeout=0) == [JobStatus.SUCCEEDED] * 3
+
     def test_wait_all_of_nothing_returns_empty_list(self, client: Client) -> None:
         del client
         assert wait_all([], timeout=self.timeout) == []
