@@ -56,7 +56,7 @@ def _compare(
     n: int,
     repeats: int,
     explain: str = "",
-    rounds: int = 6,
+    rounds: int = 16,
 ) -> dict[str, Any]:
     """Throughput of ``fray`` over ``raw`` (each call does ``n`` operations). A repeat runs
     ``rounds`` alternations of the two sides (the order flipping every round) and compares

@@ -180,7 +180,8 @@ class capture_into:
 def route_output(sink: LineSink, echo: bool) -> Any:
     """:class:`capture_into` as two calls, for hot paths: routes this thread's ``print``
     output into ``sink`` and returns what :func:`restore_output` takes to undo it."""
-    _ensure_routers()
+    if not (type(sys.stdout) is _Router and type(sys.stderr) is _Router):
+        _ensure_routers()
     previous = getattr(_route, "sink", None)
     _route.sink = (sink, echo)
     return previous

@@ -298,8 +298,8 @@ class RayClient:
         if self.is_shutdown:
             raise FrayError("this RayClient was shut down; create a new one")
 
-    def _new_job_id(self, name: str, parent: str | None, token: str | None = None) -> str:
-        own = f"{name}-{token or secrets.token_hex(4)}"
+    def _new_job_id(self, name: str, parent: str | None) -> str:
+        own = f"{name}-{secrets.token_hex(4)}"
         return f"{parent}/{own}" if parent else own
 
     def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> Any:
@@ -343,7 +343,7 @@ class RayClient:
         if self.mirrors:  # recorded before it runs, so its parent can see it at once
             self._registry_call("put", job.job_id, job.record(), wait=True)
         job.start()
-        if self.mirrors and not job.done.is_set():
+        if self.mirrors and not job.done.flag:
             self._registry_call("put", job.job_id, job.record(), wait=True)
 
     def _start_bound(
@@ -351,7 +351,7 @@ class RayClient:
     ) -> CallableJob | None:
         """Starts the first attempt of a resubmitted single-replica request through its
         exported function (no task arguments); ``None`` where that does not apply."""
-        if self.mirrors or request.replica_count != 1:
+        if self.mirrors or request.replicas != 1:
             return None  # nested jobs are recorded before they start; replicas need an index
         bound = prepared.bound(self, parent)
         if bound is None:
@@ -359,7 +359,8 @@ class RayClient:
         remote, salt = bound
         ref = remote.remote()
         # The object id starts with the task id, from which the worker takes the same token.
-        job_id = self._new_job_id(request.name, parent, job_token(ref.binary(), salt))
+        token = job_token(ref.binary(), salt)
+        job_id = f"{parent}/{request.name}-{token}" if parent else f"{request.name}-{token}"
         job = CallableJob(self, job_id, request, parent, prepared.parts, first=ref)
         with self._lock:
             clash = job_id in self._jobs
@@ -529,9 +530,7 @@ class RayClient:
         if not self._jobs:
             return
         with self._lock:
-            children = [
-                j for j in self._jobs.values() if j.parent == job_id and not j.done.is_set()
-            ]
+            children = [j for j in self._jobs.values() if j.parent == job_id and not j.done.flag]
         for child in children:
             child.terminate()
 
@@ -541,10 +540,8 @@ class RayClient:
         if include_self:
             ids.append(job_id)
         with self._lock:
-            local = [
-                self._jobs[i] for i in ids if i in self._jobs and not self._jobs[i].done.is_set()
-            ]
-            local += [j for j in self._jobs.values() if j.parent == job_id and not j.done.is_set()]
+            local = [self._jobs[i] for i in ids if i in self._jobs and not self._jobs[i].done.flag]
+            local += [j for j in self._jobs.values() if j.parent == job_id and not j.done.flag]
         for job in local:
             job.terminate()
         if ids:
@@ -769,7 +766,7 @@ class RayClient:
             if self.is_shutdown:
                 return
             self.is_shutdown = True
-            jobs = [j for j in self._jobs.values() if not j.done.is_set()]
+            jobs = [j for j in self._jobs.values() if not j.done.flag]
             groups = list(self._groups)
             tpu = list(self._tpu_jobs.values())
         threads = [threading.Thread(target=job.terminate, daemon=True) for job in jobs]

@@ -41,31 +41,32 @@ _SUCCEEDED = JobStatus.SUCCEEDED
 
 
 class _Done:
-    """Whether a job has ended: a flag read without a lock, with an ``Event`` made only for
-    a thread that actually blocks on it (most jobs end before anyone does)."""
+    """Whether a job has ended: ``flag``, read without a lock (and never written but by
+    :meth:`set`), with an ``Event`` made only for a thread that actually blocks on it (most
+    jobs end before anyone does)."""
 
-    __slots__ = ("_event", "_flag")
+    __slots__ = ("_event", "flag")
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self._flag = False
+        self.flag = False
         self._event: threading.Event | None = None
 
     def is_set(self) -> bool:
-        return self._flag
+        return self.flag
 
     def set(self) -> None:
         with self._lock:
-            self._flag = True
+            self.flag = True
             event = self._event
         if event is not None:
             event.set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        if self._flag:
+        if self.flag:
             return True
         with self._lock:
-            if self._flag:
+            if self.flag:
                 return True
             if self._event is None:
                 self._event = threading.Event()
@@ -273,7 +274,7 @@ class CallableJob(_Job):
     def watch(self, attempt: int) -> None:
         """Registers completion callbacks for ``attempt`` (once)."""
         with self.lock:
-            if attempt != self.attempts or self.watched == attempt or self.done.is_set():
+            if attempt != self.attempts or self.watched == attempt or self.done.flag:
                 return
             self.watched = attempt
             refs = list(self.refs)
@@ -286,22 +287,27 @@ class CallableJob(_Job):
         """For the deferred watch: registers the callbacks for ``attempt`` if it still needs
         them; returns whether to look again later (someone is fetching it)."""
         with self.lock:
-            if attempt != self.attempts or self.watched == attempt or self.done.is_set():
+            if attempt != self.attempts or self.watched == attempt or self.done.flag:
                 return False
             if self.claims:
                 return True
         self.watch(attempt)
         return False
 
-    def pending(self) -> tuple[int, list[tuple[int, Any]]]:
-        """The current attempt and its replicas without an outcome yet (none while the
-        attempt is being settled)."""
+    def pending_into(self, owners: dict[Any, tuple[CallableJob, int, int]]) -> int:
+        """Adds the refs of the current attempt's replicas without an outcome yet (none
+        while the attempt is being settled) to ``owners``, as ``ref: (job, attempt,
+        index)``; returns how many."""
         with self.lock:
-            if self.done.is_set() or self.settled == self.attempts:
-                return self.attempts, []
-            return self.attempts, [
-                (i, ref) for i, ref in enumerate(self.refs) if i not in self.outcomes
-            ]
+            if self.done.flag or self.settled == self.attempts:
+                return 0
+            attempt, outcomes = self.attempts, self.outcomes
+            count = 0
+            for index, ref in enumerate(self.refs):
+                if index not in outcomes:
+                    owners[ref] = (self, attempt, index)
+                    count += 1
+            return count
 
     def drive(self, timeout: float | None) -> None:
         """Waits for the job in the calling thread; returns when it is done or ``timeout``
@@ -312,7 +318,7 @@ class CallableJob(_Job):
         try:
             if len(self.refs) == 1:
                 self._drive_one(deadline)
-                if self.done.is_set():
+                if self.done.flag:
                     return
             drive_jobs([self], deadline, until_all=True)
         finally:
@@ -345,7 +351,7 @@ class CallableJob(_Job):
 
     def poll(self) -> None:
         """Takes whatever outcomes are ready, without blocking."""
-        if self.done.is_set():
+        if self.done.flag:
             return
         with self.lock:
             if self.watched == self.attempts:
@@ -476,7 +482,7 @@ class CallableJob(_Job):
         self.finish(JobStatus.STOPPED)
 
     def live_lines(self) -> list[str]:
-        if self.done.is_set():
+        if self.done.flag:
             return list(self.lines)
         return list(self.lines) + self.client.registry_logs(self.job_id)
 
@@ -493,7 +499,7 @@ def drive_jobs(
     import ray
 
     client = jobs[0].client
-    open_jobs = {job for job in jobs if not job.done.is_set()}
+    open_jobs = {job for job in jobs if not job.done.flag}
     if not until_all and len(open_jobs) < len(jobs):
         return
     owners: dict[Any, tuple[CallableJob, int, int]] = {}
@@ -507,7 +513,7 @@ def drive_jobs(
         # Read before looking at the jobs: a job that ends after the look changes it, so
         # the wait below cannot miss that end.
         generation = client.progress_generation()
-        ended = [job for job in settling if job.done.is_set()]
+        ended = [job for job in settling if job.done.flag]
         if ended:
             settling.difference_update(ended)
             open_jobs.difference_update(ended)
@@ -519,13 +525,11 @@ def drive_jobs(
             left.clear()
             settling.clear()
             for job in open_jobs:
-                attempt, todo = job.pending()
-                left[job] = len(todo)
-                if not todo:
+                count = job.pending_into(owners)
+                left[job] = count
+                if not count:
                     settling.add(job)
-                for index, ref in todo:
-                    owners[ref] = (job, attempt, index)
-            if any(job.done.is_set() for job in settling):
+            if any(job.done.flag for job in settling):
                 continue  # ended before the generation was read: the look above takes it
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         if not owners:
@@ -548,19 +552,16 @@ def drive_jobs(
                     more, _ = ray.wait(rest, num_returns=len(rest), timeout=_linger(deadline))
                     ready += more
             flowing = bool(ready)
-            touched: list[CallableJob] = []
+            ended = []
             for ref, result in zip(ready, _fetch(ready), strict=True):
                 job, attempt, index = owners.pop(ref)
-                left[job] -= 1
                 job._replica_done(attempt, index, result)  # pyright: ignore[reportPrivateUsage]
-                touched.append(job)
-            ended = []
-            for job in touched:
-                if job.done.is_set():
+                left[job] -= 1
+                if job.done.flag:
                     if job in open_jobs:
                         open_jobs.discard(job)
                         ended.append(job)
-                elif left[job] == 0:
+                elif left[job] == 0:  # its last ref: the rest happens elsewhere
                     settling.add(job)
             if ended and _stop(ended, until_all, fail_fast):
                 return
@@ -677,7 +678,7 @@ class Watcher:
             until = time.monotonic() + self.TICK
             while queue and queue[0][0] <= until and not self._stopped:
                 _due, job, attempt = queue.popleft()
-                if job.done.is_set():
+                if job.done.flag:
                     continue
                 try:
                     again = job.due(attempt)
@@ -789,7 +790,7 @@ class CommandJob(_Job):
 
     def terminate(self) -> None:
         with self.lock:
-            if self.done.is_set():
+            if self.done.flag:
                 return
             self.stop_requested = True
             submission_id = self.submission_id
@@ -801,7 +802,7 @@ class CommandJob(_Job):
 
     def live_lines(self) -> list[str]:
         with self.lock:
-            submission_id, done = self.submission_id, self.done.is_set()
+            submission_id, done = self.submission_id, self.done.flag
         if done or submission_id is None:
             return list(self.lines)
         try:
@@ -855,14 +856,14 @@ class RayJobHandle:
     def status(self) -> JobStatus:
         """The job's current status."""
         job = self._job
-        if isinstance(job, CallableJob) and not job.done.is_set():
+        if isinstance(job, CallableJob) and not job.done.flag:
             job.poll()
         return job.status
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
         job = self._job
-        if isinstance(job, CallableJob) and not job.done.is_set():
+        if isinstance(job, CallableJob) and not job.done.flag:
             job.drive(timeout)
         return self._finished(timeout, raise_on_failure)
 
@@ -879,7 +880,7 @@ class RayJobHandle:
         """The callable's return value; see ``fray.JobHandle.result``."""
         job = self._job
         if isinstance(job, CallableJob):
-            if not job.done.is_set():
+            if not job.done.flag:
                 job.drive(timeout)
             if job.status is _SUCCEEDED:  # its value is recorded before its status
                 return job.value
@@ -916,7 +917,7 @@ class RayJobHandle:
     def info(self) -> JobInfo:
         """Attempts, preemptions, failures, error, parent and children."""
         job = self._job
-        if isinstance(job, CallableJob) and not job.done.is_set():
+        if isinstance(job, CallableJob) and not job.done.flag:
             job.poll()
         return job.info(tuple(job.client.children_of(job.job_id)))
 
@@ -924,7 +925,7 @@ class RayJobHandle:
         """Calls ``callback(handle)`` once the job is finished (at once if it already is)."""
         job = self._job
         with job.lock:
-            if not job.done.is_set():
+            if not job.done.flag:
                 job.callbacks.append(lambda: callback(self))
                 attempt = job.attempts
             else:
@@ -940,18 +941,16 @@ class RayJobHandle:
         of ``handles`` are finished, one has failed or ``timeout`` passed; returns the
         positions of the finished ones. ``None`` (nothing done) when these handles are not
         all callable jobs of one client, or too many to batch."""
-        jobs: list[CallableJob] = []
-        for handle in handles:
-            job = getattr(handle, "_job", None)
-            if not isinstance(handle, RayJobHandle) or not isinstance(job, CallableJob):
-                return None
-            jobs.append(job)
-        if len(jobs) > _BATCH_LIMIT or any(j.client is not jobs[0].client for j in jobs):
+        if not handles:
+            return []
+        if len(handles) > _BATCH_LIMIT or {type(h) for h in handles} != {RayJobHandle}:
             return None
-        if jobs:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            drive_jobs(jobs, deadline, until_all=True, fail_fast=True)
-        return [i for i, job in enumerate(jobs) if job.done.is_set()]
+        jobs: list[Any] = [h._job for h in handles]  # pyright: ignore[reportPrivateUsage]
+        if {type(j) for j in jobs} != {CallableJob} or len({j.client for j in jobs}) != 1:
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        drive_jobs(jobs, deadline, until_all=True, fail_fast=True)
+        return [i for i, job in enumerate(jobs) if job.done.flag]
 
     def __repr__(self) -> str:
         return f"RayJobHandle({self._job.job_id!r}, {self._job.status.value})"
