@@ -264,9 +264,8 @@ class CallableJob(_Job):
             self.outcomes.clear()
         return callbacks
 
-    def start(self, first: list[Any] | None = None) -> None:
-        """Starts the next attempt (``first``: the refs of a first attempt already
-        submitted by the client)."""
+    def start(self) -> None:
+        """Starts the next attempt: one Ray task per replica."""
         with self.lock:
             if self.stop_requested or self.ended:
                 return
@@ -277,8 +276,8 @@ class CallableJob(_Job):
             self.status = JobStatus.RUNNING
             self.outcomes = {}
             count = self.request.replica_count
-            refs = first or []
-            for index in range(len(refs), count):
+            refs: list[Any] = []
+            for index in range(count):
                 ctx = (
                     self.job_id,
                     index,
@@ -687,33 +686,44 @@ class Watcher:
             job.watch(attempt)
 
     def _run(self) -> None:
-        queue = self._queue
         while not self._stopped:
-            if not queue:
+            # stop() may empty the queue at any moment: every look at it can find it empty.
+            try:
+                due = self._queue[0][0]
+            except IndexError:
                 # Announce the sleep before looking again: an add() after the look sees it.
                 self._idle = True
-                if not queue:
+                if not self._queue:
                     self._wake.wait()
                 self._wake.clear()
                 self._idle = False
                 continue
-            wait = queue[0][0] - time.monotonic()
+            wait = due - time.monotonic()
             if wait > 0:
                 self._wake.wait(wait)
                 self._wake.clear()
                 continue
-            until = time.monotonic() + self.TICK
-            while queue and queue[0][0] <= until and not self._stopped:
+            self._take(time.monotonic() + self.TICK)
+
+    def _take(self, until: float) -> None:
+        """Handles the attempts due by ``until``."""
+        queue = self._queue
+        while not self._stopped:
+            try:
+                if queue[0][0] > until:
+                    return
                 _due, job, attempt = queue.popleft()
-                if job.done.flag:
-                    continue
-                try:
-                    again = job.due(attempt)
-                except Exception:  # a bug here must not stop the watching of other jobs
-                    logger.exception("watching job %s failed", job.job_id)
-                    continue
-                if again:
-                    self.add(job, attempt)
+            except IndexError:
+                return
+            if job.done.flag:
+                continue
+            try:
+                again = job.due(attempt)
+            except Exception:  # a bug here must not stop the watching of other jobs
+                logger.exception("watching job %s failed", job.job_id)
+                continue
+            if again:
+                self.add(job, attempt)
 
 
 class CommandJob(_Job):
