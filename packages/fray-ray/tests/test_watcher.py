@@ -4,8 +4,11 @@ stand-ins that record what the watcher asks of them."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from fray_ray._jobs import Watcher
 
@@ -47,58 +50,49 @@ def _add(watcher: Watcher, job: StandInJob, attempt: int = 1) -> None:
     watcher.add(job, attempt)  # pyright: ignore[reportArgumentType]
 
 
-def test_an_attempt_is_watched_once_its_delay_has_passed() -> None:
+@pytest.fixture
+def watcher() -> Iterator[Watcher]:
     watcher = Watcher(DELAY)
-    try:
-        jobs = [StandInJob(f"job-{i}") for i in range(5)]
-        for job in jobs:
-            _add(watcher, job)
-        for job in jobs:
-            assert job.event.wait(WAIT), f"{job.job_id} was never watched"
-            assert job.watched == [1]
-    finally:
-        watcher.stop()
+    yield watcher
+    watcher.stop()
 
 
-def test_an_attempt_someone_is_fetching_is_looked_at_again_later() -> None:
-    watcher = Watcher(DELAY)
-    try:
-        job = StandInJob("busy", busy=2)
+def test_an_attempt_is_watched_once_its_delay_has_passed(watcher: Watcher) -> None:
+    jobs = [StandInJob(f"job-{i}") for i in range(5)]
+    for job in jobs:
         _add(watcher, job)
-        assert job.event.wait(WAIT)
-        assert job.asked == [1, 1, 1]
+    for job in jobs:
+        assert job.event.wait(WAIT), f"{job.job_id} was never watched"
         assert job.watched == [1]
-    finally:
-        watcher.stop()
 
 
-def test_a_finished_job_is_skipped() -> None:
-    watcher = Watcher(DELAY)
-    try:
-        finished = StandInJob("finished")
-        finished.done.flag = True
-        marker = StandInJob("after-it")
-        _add(watcher, finished)
-        _add(watcher, marker)
-        assert marker.event.wait(WAIT)
-        assert finished.asked == [] and finished.watched == []
-    finally:
-        watcher.stop()
+def test_an_attempt_someone_is_fetching_is_looked_at_again_later(watcher: Watcher) -> None:
+    job = StandInJob("busy", busy=2)
+    _add(watcher, job)
+    assert job.event.wait(WAIT)
+    assert job.asked == [1, 1, 1]
+    assert job.watched == [1]
 
 
-def test_the_watcher_sleeps_when_empty_and_wakes_for_a_new_attempt() -> None:
-    watcher = Watcher(DELAY)
-    try:
-        first = StandInJob("first")
-        _add(watcher, first)
-        assert first.event.wait(WAIT)
-        thread: Any = watcher._thread  # pyright: ignore[reportPrivateUsage]
-        assert thread is not None and thread.is_alive()
-        second = StandInJob("second")
-        _add(watcher, second)  # the thread is asleep with nothing queued: add() wakes it
-        assert second.event.wait(WAIT)
-    finally:
-        watcher.stop()
+def test_a_finished_job_is_skipped(watcher: Watcher) -> None:
+    finished = StandInJob("finished")
+    finished.done.flag = True
+    marker = StandInJob("after-it")
+    _add(watcher, finished)
+    _add(watcher, marker)
+    assert marker.event.wait(WAIT)
+    assert finished.asked == [] and finished.watched == []
+
+
+def test_the_watcher_sleeps_when_empty_and_wakes_for_a_new_attempt(watcher: Watcher) -> None:
+    first = StandInJob("first")
+    _add(watcher, first)
+    assert first.event.wait(WAIT)
+    thread: Any = watcher._thread  # pyright: ignore[reportPrivateUsage]
+    assert thread is not None and thread.is_alive()
+    second = StandInJob("second")
+    _add(watcher, second)  # the thread is asleep with nothing queued: add() wakes it
+    assert second.event.wait(WAIT)
 
 
 def test_stop_watches_what_is_queued_and_later_adds_at_once() -> None:
