@@ -271,6 +271,9 @@ def _run(
     echo: bool,
     env: tuple[tuple[str, str], ...],
 ) -> Any:
+    client = _job_clients.get((namespace, registry))
+    if client is None or client.is_shutdown:
+        client = _job_client(namespace, registry)
     environ = _env
     if not _outside:
         _outside.extend((name, environ.get(name)) for name in _IDENTITY)
@@ -286,9 +289,6 @@ def _run(
             restore.append((name, old))
             changes.append((name, value))
     environ.apply(changes)
-    client = _job_clients.get((namespace, registry))
-    if client is None or client.is_shutdown:
-        client = _job_client(namespace, registry)
     client_token = _client._explicit.set(client)
     output = _Output(job_id, namespace, registry)
     routed = route_output(output, echo)
