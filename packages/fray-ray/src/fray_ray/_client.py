@@ -298,8 +298,8 @@ class RayClient:
         if self.is_shutdown:
             raise FrayError("this RayClient was shut down; create a new one")
 
-    def _new_job_id(self, name: str, parent: str | None) -> str:
-        own = f"{name}-{secrets.token_hex(4)}"
+    def _new_job_id(self, name: str, parent: str | None, token: str | None = None) -> str:
+        own = f"{name}-{token or secrets.token_hex(4)}"
         return f"{parent}/{own}" if parent else own
 
     def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> Any:
@@ -359,8 +359,7 @@ class RayClient:
         remote, salt = bound
         ref = remote.remote()
         # The object id starts with the task id, from which the worker takes the same token.
-        token = job_token(ref.binary(), salt)
-        job_id = f"{parent}/{request.name}-{token}" if parent else f"{request.name}-{token}"
+        job_id = self._new_job_id(request.name, parent, job_token(ref.binary(), salt))
         job = CallableJob(self, job_id, request, parent, prepared.parts, first=ref)
         with self._lock:
             clash = job_id in self._jobs

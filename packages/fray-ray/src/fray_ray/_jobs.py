@@ -29,7 +29,7 @@ from fray import JobInfo, JobRequest, JobStatus
 from fray._handles import check_result
 from fray.errors import FrayError, JobFailedError, JobTimeoutError
 from fray_ray._convert import is_preemption
-from fray_ray._worker import Outcome
+from fray_ray._worker import Outcome, outcome_of
 
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
@@ -419,7 +419,7 @@ class CallableJob(_Job):
                 refs = None
             else:
                 callbacks = None
-                refs = self._record(attempt, index, outcome or Outcome("ok", result))
+                refs = self._record(attempt, index, outcome_of(result))
                 if refs is None:
                     return
         if callbacks is not None:

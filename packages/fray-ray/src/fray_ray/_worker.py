@@ -271,9 +271,9 @@ def _run(
     echo: bool,
     env: tuple[tuple[str, str], ...],
 ) -> Any:
-    client = _job_clients.get((namespace, registry))
-    if client is None or client.is_shutdown:
-        client = _job_client(namespace, registry)
+    from fray_ray._client import RayClient
+
+    client = RayClient.for_job(namespace, registry)  # cached per worker
     environ = _env
     if not _outside:
         _outside.extend((name, environ.get(name)) for name in _IDENTITY)
@@ -312,14 +312,3 @@ def _run(
     if output.lines or type(result) is Outcome:  # a user value that is an Outcome stays one
         return Outcome("ok", result, output.lines)
     return result
-
-
-_job_clients: dict[tuple[str, str], Any] = {}  # RayClient.for_job's, by (namespace, registry)
-
-
-def _job_client(namespace: str, registry: str) -> Any:
-    from fray_ray._client import RayClient
-
-    client = RayClient.for_job(namespace, registry)
-    _job_clients[(namespace, registry)] = client
-    return client
