@@ -28,17 +28,19 @@ TARGET = 0.9
 # What a Fray job costs on top of a Ray task (measured on a 2-core machine: per-process and
 # per-thread CPU with psutil, the worker's CPU between consecutive tasks, the driver's
 # thread time per call with the two sides interleaved op by op). A plain Ray task costs
-# ~550 us of worker CPU and ~300 us of driver CPU here. The job wrapper adds ~25-40 us in
-# the worker (the job's identity in four env vars and a client bound to it, output
-# capture); the driver's main thread adds ~25 us per job with 200 in flight (the job and
-# its handle, the id, batched settling) and ~80 us one at a time, where every call runs
-# with cold caches but sits behind Ray's ~2 ms round trip. With 200 jobs in flight the run
-# is CPU-bound (driver, workers, raylet and GCS share two cores), so that work shows up in
-# full. Single repeats swing by +-15% on this machine, hence the rounds.
+# ~550 us of worker CPU and ~300 us of driver CPU here. The job wrapper adds ~40 us in the
+# worker (perf, sampled by the worker thread's task name: a third of it the C library's
+# environment calls that set and restore the job's identity and device variables, the rest
+# the job id, the client bound to the job and output capture); the driver's main thread
+# adds ~25-35 us per job with 200 in flight (the job and its handle, the id, batched
+# settling) and ~80 us one at a time, where every call runs with cold caches but sits
+# behind Ray's ~2 ms round trip. With 200 jobs in flight the run is CPU-bound (driver,
+# workers, raylet and GCS share two cores), so that work shows up in full, about 5-8% of
+# a Ray task's CPU. Single repeats swing by +-15% on this machine, hence the rounds.
 _BATCH_MISS = (
     "CPU-bound on this machine: the driver, four workers, the raylet and the GCS share two "
-    "cores, and a Fray job's own work (~25-40 us in the worker, ~25 us in the driver) adds "
-    "about 5% to a Ray task's CPU; see the module's notes"
+    "cores, and a Fray job's own work (~40 us in the worker, ~25-35 us in the driver) adds "
+    "about 5-8% to a Ray task's CPU; see the module's notes"
 )
 
 

@@ -243,9 +243,8 @@ class _Environment:
         data = self._data
         if data is None:
             return os.environ.get(name)
-        encoding, errors = self._encoding
-        value = data.get(name.encode(encoding, errors))
-        return None if value is None else value.decode(encoding, errors)
+        value = data.get(self._keys.get(name) or self._key(name))
+        return None if value is None else value.decode(*self._encoding)
 
     def swap(self, values: Iterable[tuple[str, str | None]]) -> list[tuple[Any, Any]]:
         """Sets each ``(name, value)`` (``None`` unsets it); returns what :meth:`restore`
