@@ -29,6 +29,18 @@ def c_getenv(name: str) -> str | None:
     return None if value is None else value.decode()
 
 
+def c_getenv_address(name: str) -> int | None:
+    getenv = ctypes.CDLL(None).getenv
+    getenv.argtypes = [ctypes.c_char_p]
+    getenv.restype = ctypes.c_void_p
+    return getenv(name.encode())
+
+
+def address_of(data: bytes) -> int:
+    """Where a bytes object's characters are (CPython)."""
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+
+
 def inherited(*names: str) -> dict[str, str | None]:
     """The variables as a subprocess started now inherits them."""
     code = "import json, os, sys; print(json.dumps({n: os.environ.get(n) for n in sys.argv[1:]}))"
@@ -70,7 +82,12 @@ def test_a_new_value_every_job_keeps_only_the_current_one(env: _Environment):
     for i in range(2_000):
         undo = env.swap([("FRAY_ENVTEST_JOB", f"noop-{i:08x}"), ("FRAY_ENVTEST_OTHER", "0")])
         assert c_getenv("FRAY_ENVTEST_JOB") == f"noop-{i:08x}"
-        assert list(env._owned) == [b"FRAY_ENVTEST_JOB"]  # pyright: ignore[reportPrivateUsage]
+        owned = env._owned  # pyright: ignore[reportPrivateUsage]
+        assert list(owned) == [b"FRAY_ENVTEST_JOB"]
+        if i == 0:  # the environment points into the string kept here, not into a copy
+            assert c_getenv_address("FRAY_ENVTEST_JOB") == address_of(
+                owned[b"FRAY_ENVTEST_JOB"]
+            ) + len(b"FRAY_ENVTEST_JOB=")
         env.restore(undo)
         assert not env._owned  # pyright: ignore[reportPrivateUsage]
     assert c_getenv("FRAY_ENVTEST_JOB") is None
