@@ -4,6 +4,7 @@ stand-ins that record what the watcher asks of them."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ class StandInJob:
     asked: list[int] = field(default_factory=list)
     watched: list[int] = field(default_factory=list)
     event: threading.Event = field(default_factory=threading.Event)
+    added_at: float = 0.0
+    watched_at: float = 0.0
 
     def due(self, attempt: int) -> bool:
         self.asked.append(attempt)
@@ -43,10 +46,12 @@ class StandInJob:
 
     def watch(self, attempt: int) -> None:
         self.watched.append(attempt)
+        self.watched_at = time.monotonic()
         self.event.set()
 
 
 def _add(watcher: Watcher, job: StandInJob, attempt: int = 1) -> None:
+    job.added_at = time.monotonic()
     watcher.add(job, attempt)  # pyright: ignore[reportArgumentType]
 
 
@@ -57,13 +62,20 @@ def watcher() -> Iterator[Watcher]:
     watcher.stop()
 
 
-def test_an_attempt_is_watched_once_its_delay_has_passed(watcher: Watcher) -> None:
-    jobs = [StandInJob(f"job-{i}") for i in range(5)]
-    for job in jobs:
-        _add(watcher, job)
-    for job in jobs:
-        assert job.event.wait(WAIT), f"{job.job_id} was never watched"
-        assert job.watched == [1]
+def test_an_attempt_is_watched_once_its_delay_has_passed() -> None:
+    delay = 0.3
+    watcher = Watcher(delay)
+    try:
+        jobs = [StandInJob(f"job-{i}") for i in range(5)]
+        for job in jobs:
+            _add(watcher, job)
+        for job in jobs:
+            assert job.event.wait(WAIT), f"{job.job_id} was never watched"
+            assert job.watched == [1]
+            # Not before its delay (attempts due within one tick are taken together).
+            assert job.watched_at - job.added_at >= delay - Watcher.TICK
+    finally:
+        watcher.stop()
 
 
 def test_an_attempt_someone_is_fetching_is_looked_at_again_later(watcher: Watcher) -> None:

@@ -236,6 +236,8 @@ class _Environment:
         )
         self._keys: dict[str, bytes] = {}  # names, encoded
         self._fresh = {self._key(name) for name in fresh}
+        if any(not key or b"=" in key or b"\0" in key for key in self._fresh):
+            raise ValueError(f"not environment variable names: {fresh!r}")
         self._putenv: Any = None  # the C library's putenv, found on first use
         self._owned: dict[bytes, bytes] = {}  # NAME=value strings the environment points into
 
@@ -307,7 +309,6 @@ class _Environment:
                     self._put(key, old)
                 else:
                     os.putenv(key, old)
-                    self._owned.pop(key, None)
                 data[key] = old
 
     def _key(self, name: str) -> bytes:
@@ -320,8 +321,8 @@ class _Environment:
         if putenv is None:
             putenv = self._putenv = _c_putenv()
         entry = key + b"=" + raw
-        if putenv is _NO_PUTENV or b"\0" in entry or b"=" in key or not key or putenv(entry):
-            os.putenv(key, raw)  # also for what the C library cannot hold: it says why
+        if putenv is _NO_PUTENV or b"\0" in raw or putenv(entry):
+            os.putenv(key, raw)  # also for a value the C library cannot hold: it says why
             self._owned.pop(key, None)
         else:
             self._owned[key] = entry  # the environment points into it now; the old one is free
