@@ -7,14 +7,20 @@ to the wrong handle (single waits, batched ``wait_all`` and resubmitted requests
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig, wait_all
+from fray import Entrypoint, JobNotFoundError, JobRequest, JobStatus, ResourceConfig, wait_all
+from fray.environment_variables import FRAY_JOB_HISTORY
 from fray_ray import RayClient
 
 pytest.importorskip("ray")
@@ -34,6 +40,22 @@ def client(ray_cluster: str) -> Iterator[RayClient]:
 
 def echo(value: int) -> int:
     return value
+
+
+class Payload:
+    """A return value the test can watch being freed."""
+
+
+def make_payload() -> Payload:
+    return Payload()
+
+
+def print_then_wait(path: str) -> int:
+    print("streamed", flush=True)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polls for the test's go-ahead (a file), bounded
+    return 1
 
 
 def own_job_id() -> str | None:
@@ -120,3 +142,56 @@ def test_actor_calls_from_16_threads_each_exactly_once(client: RayClient) -> Non
     expected = list(range(THREADS * CALLS_PER_THREAD))
     assert sorted(returned) == expected
     assert sorted(tally.values()) == expected
+
+
+def test_history_keeps_unfinished_jobs_and_the_last_finished(
+    ray_cluster: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(FRAY_JOB_HISTORY, "2")
+    client = RayClient(namespace="history", echo_logs=False)
+    try:
+        go = tmp_path / "go"
+        held = client.submit(request(print_then_wait, str(go), name="held"))
+        # A running job streams its output to the registry while it runs.
+        deadline = time.monotonic() + 60
+        while client.registry_logs(held.job_id) != ["streamed"]:
+            assert time.monotonic() < deadline, "the held job's output never streamed"
+            time.sleep(0.05)  # bounded poll of another process's progress
+        done = []
+        for i in range(4):  # one after another: they finish in this order
+            done.append(client.submit(request(make_payload, name=f"done{i}")))
+            assert isinstance(done[-1].result(timeout=120), Payload)
+
+        ours = {held.job_id, *(job.job_id for job in done)}
+        listed = [info.job_id for info in client.list_jobs() if info.job_id in ours]
+        assert listed == [held.job_id, done[2].job_id, done[3].job_id]
+        with pytest.raises(JobNotFoundError, match=FRAY_JOB_HISTORY) as caught:
+            client.get_job(done[0].job_id)
+        assert caught.value.job_id == done[0].job_id
+        assert done[0].status() is JobStatus.SUCCEEDED  # a handle keeps its own job
+        value = weakref.ref(done[0].result())
+        del done[0]
+        # Nothing else keeps a dropped job's value (the deferred watch lets go of a job
+        # within its delay, half a second).
+        deadline = time.monotonic() + 30
+        while True:
+            gc.collect()
+            if value() is None:
+                break
+            assert time.monotonic() < deadline, "a dropped job's value is still kept"
+            time.sleep(0.05)  # bounded poll: the watcher thread lets go on its own time
+
+        go.touch()
+        assert held.result(timeout=120) == 1
+        assert list(held.logs()) == ["streamed"]
+        # Its streamed copy in the registry is dropped once the job ended.
+        deadline = time.monotonic() + 60
+        while client.registry_logs(held.job_id):
+            assert time.monotonic() < deadline, "the registry kept an ended job's output"
+            time.sleep(0.05)  # the drop is sent without waiting for it
+    finally:
+        client.shutdown()
+
+
+def request(fn: Any, *args: Any, name: str) -> JobRequest:
+    return JobRequest(name=name, entrypoint=Entrypoint.from_callable(fn, args), resources=SMALL)

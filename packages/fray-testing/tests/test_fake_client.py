@@ -491,3 +491,20 @@ def test_fixtures_install_and_remove_the_client(pytester: pytest.Pytester) -> No
         """
     )
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+# -- history -------------------------------------------------------------------------------------
+
+
+def test_keeps_unfinished_jobs_and_the_last_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FRAY_JOB_HISTORY", "1")
+    with FakeClient(outcomes={"held": Hang()}) as client:
+        held = client.submit(job("held"))
+        done = [client.submit(job(f"done{i}")) for i in range(3)]
+        assert [info.job_id for info in client.list_jobs()] == [held.job_id, done[2].job_id]
+        with pytest.raises(fray.JobNotFoundError, match="FRAY_JOB_HISTORY"):
+            client.get_job(done[0].job_id)
+        assert done[0].result() == "x"  # the handle keeps its job
+        assert len(client.submissions) == 4  # the record of what was asked stays whole
+        held.terminate()
+        assert [info.job_id for info in client.list_jobs()] == [held.job_id]

@@ -44,6 +44,7 @@ from fray import _client
 from fray._actor import ActorContext
 from fray._actor import _current as _current_actor
 from fray._handles import check_result
+from fray._history import JobHistory
 from fray._logbuf import LogBuffer, capture_into, echo_stream, follow_many, merge_logs
 from fray._types import (
     ActorConfig,
@@ -646,13 +647,13 @@ class LocalClient:
         self._echo = echo_logs
         self._uid = secrets.token_hex(4)
         self._pool = _JobThreads(max_threads or 1024)
-        self._jobs: dict[str, _Job] = {}
+        self._history: JobHistory[_Job] = JobHistory()
         self._groups: list[LocalActorGroup] = []
         self._actor_names: set[str] = set()
         self._lock = threading.RLock()
         self._tmp: str | None = None
         self.is_shutdown = False
-        self._finalizer = weakref.finalize(self, LocalClient._cleanup_processes, self._jobs)
+        self._finalizer = weakref.finalize(self, LocalClient._cleanup_processes, self._history.jobs)
 
     @classmethod
     def from_spec(cls, spec: _client.ClientSpec) -> LocalClient:
@@ -672,7 +673,7 @@ class LocalClient:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"LocalClient(max_threads={self.max_threads}, jobs={len(self._jobs)})"
+        return f"LocalClient(max_threads={self.max_threads}, jobs={len(self._history)})"
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -699,7 +700,7 @@ class LocalClient:
             self._write_payload(job)
         with self._lock:
             self._check_open()
-            self._jobs[job_id] = job
+            self._history.add(job_id, job)
             if parent is not None:
                 with parent.lock:
                     parent.children.append(job)
@@ -708,14 +709,17 @@ class LocalClient:
 
     def get_job(self, job_id: str) -> LocalJobHandle:
         """A handle to a job of this client, by id."""
-        job = self._jobs.get(job_id)
+        job = self._history.get(job_id)
         if job is None:
-            raise JobNotFoundError(job_id, f"no job with id {job_id!r} in this LocalClient")
+            raise JobNotFoundError(job_id, self._history.not_found(job_id, "LocalClient"))
         return LocalJobHandle(job)
 
     def list_jobs(self) -> list[JobInfo]:
-        """Every job of this client, in submission order."""
-        return [job.info() for job in list(self._jobs.values())]
+        """Every unfinished job of this client and its most recent finished ones (see
+        ``FRAY_JOB_HISTORY``), in submission order."""
+        with self._lock:
+            jobs = self._history.values()
+        return [job.info() for job in jobs]
 
     def _check_open(self) -> None:
         if self.is_shutdown:
@@ -850,6 +854,8 @@ class LocalClient:
                 self._finish(job, JobStatus.STOPPED)
 
     def _finish(self, job: _Job, status: JobStatus) -> None:
+        with self._lock:  # before it is seen done (a second call changes nothing)
+            self._history.finished(job.job_id)
         with job.lock:
             if job.done.is_set():
                 return
@@ -1253,7 +1259,7 @@ class LocalClient:
             if self.is_shutdown:
                 return
             self.is_shutdown = True
-            jobs = list(self._jobs.values())
+            jobs = self._history.values()
             groups = list(self._groups)
         roots = [job for job in jobs if job.parent is None]
         threads = [
@@ -1268,7 +1274,7 @@ class LocalClient:
         for group in groups:
             self._stop_actors(group._actors)  # pyright: ignore[reportPrivateUsage]
         self._pool.shutdown(wait=wait)
-        self._cleanup_processes(self._jobs)
+        self._cleanup_processes(self._history.jobs)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
         _client.forget_default(self)

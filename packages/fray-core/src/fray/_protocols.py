@@ -189,14 +189,17 @@ class Client(Protocol):
         ...
 
     def list_jobs(self) -> list[JobInfo]:
-        """Every job this client knows of, oldest first."""
+        """Every job this client knows of, oldest first. A client that keeps its own records
+        (local, Ray, fake) keeps every unfinished job and the most recent finished ones,
+        ``FRAY_JOB_HISTORY`` of them (default 10,000); Iris asks its controller."""
         ...
 
     def get_job(self, job_id: str) -> JobHandle:
         """A handle to an existing job.
 
         Raises:
-            JobNotFoundError: No such job.
+            JobNotFoundError: No such job (or a finished one older than the history kept,
+                see :meth:`list_jobs`).
         """
         ...
 

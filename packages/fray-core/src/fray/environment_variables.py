@@ -18,3 +18,8 @@ FRAY_STATE_DIR = "FRAY_STATE_DIR"
 
 FRAY_TERMINATE_GRACE_S = "FRAY_TERMINATE_GRACE_S"
 """Seconds a terminated local process gets between SIGTERM and SIGKILL (default 5)."""
+
+FRAY_JOB_HISTORY = "FRAY_JOB_HISTORY"
+"""How many finished jobs a client keeps for ``list_jobs()`` and ``get_job()`` (default
+10000; unfinished jobs are always kept, and a handle keeps its own job). Read when the client
+is created."""

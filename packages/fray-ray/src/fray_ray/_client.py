@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
 from fray import _client as fray_client
+from fray._history import JobHistory, job_history_limit
 from fray.environment_variables import FRAY_CLIENT_SPEC, FRAY_JOB_ID
 from fray.errors import (
     ActorError,
@@ -79,7 +80,7 @@ def _driver_registry(parts: type[_RemoteParts]) -> tuple[str, Any]:
             }
             if HEAD_NODE_RESOURCE in ray.cluster_resources():  # off preemptible nodes
                 options["resources"] = {HEAD_NODE_RESOURCE: 0.001}
-            actor = parts.registry.options(**options).remote()
+            actor = parts.registry.options(**options).remote(job_history_limit())
             found = _registries[key] = (name, actor)
         return found
 
@@ -199,7 +200,7 @@ class RayClient:
         self.echo_logs = echo_logs
         self.is_shutdown = False
         self._lock = threading.Lock()
-        self._jobs: dict[str, _Job] = {}
+        self._history: JobHistory[_Job] = JobHistory()
         self._groups: list[RayActorGroup] = []
         self._tpu_jobs: dict[str, Any] = {}
         self._owns_ray = False
@@ -290,7 +291,7 @@ class RayClient:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"RayClient(namespace={self.namespace!r}, jobs={len(self._jobs)})"
+        return f"RayClient(namespace={self.namespace!r}, jobs={len(self._history)})"
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -339,7 +340,7 @@ class RayClient:
     def _start(self, job: _Job) -> None:
         """Registers a job and starts its first attempt."""
         with self._lock:
-            self._jobs[job.job_id] = job
+            self._history.add(job.job_id, job)
         if self.mirrors:  # recorded before it runs, so its parent can see it at once
             self._registry_call("put", job.job_id, job.record(), wait=True)
         job.start()
@@ -362,9 +363,9 @@ class RayClient:
         job_id = self._new_job_id(request.name, parent, job_token(ref.binary(), salt))
         job = CallableJob(self, job_id, request, parent, prepared.parts, first=ref)
         with self._lock:
-            clash = job_id in self._jobs
+            clash = job_id in self._history
             if not clash:
-                self._jobs[job_id] = job
+                self._history.add(job_id, job)
         if clash:  # 32 random bits met an id in use: run it under a fresh id instead
             self.cancel_refs([ref], wait=True)
             return None
@@ -507,10 +508,15 @@ class RayClient:
                 self._progress_waiters -= 1
 
     def job_finished(self, job: _Job) -> None:
-        """Called once per job when it ends (records nested jobs in the registry)."""
+        """Called once per job when it ends: it may age out of the history; a nested job's
+        end is recorded in the registry."""
+        with self._lock:
+            self._history.finished(job.job_id)
         if self.mirrors:
             value = job.value if job.status is JobStatus.SUCCEEDED else None
             self._registry_call("finish", job.job_id, job.record(), value, job.lines, wait=True)
+        elif job.lines or job.attempts > 1:  # it may have streamed output to the registry
+            self._registry_call("ended", job.job_id, wait=False)
 
     def cancel_refs(self, refs: list[Any], *, wait: bool = False) -> None:
         """Cancels Ray tasks (force: the worker and everything it started dies)."""
@@ -526,10 +532,11 @@ class RayClient:
 
     def end_children_of(self, job_id: str) -> None:
         """Stops the children of a job that has ended (children die with their parent)."""
-        if not self._jobs:
+        running = self._history.running
+        if not running:
             return
         with self._lock:
-            children = [j for j in self._jobs.values() if j.parent == job_id and not j.done.flag]
+            children = [j for j in running.values() if j.parent == job_id and not j.done.flag]
         for child in children:
             child.terminate()
 
@@ -539,8 +546,9 @@ class RayClient:
         if include_self:
             ids.append(job_id)
         with self._lock:
-            local = [self._jobs[i] for i in ids if i in self._jobs and not self._jobs[i].done.flag]
-            local += [j for j in self._jobs.values() if j.parent == job_id and not j.done.flag]
+            running = self._history.running
+            local = [running[i] for i in ids if i in running and not running[i].done.flag]
+            local += [j for j in running.values() if j.parent == job_id and not j.done.flag]
         for job in local:
             job.terminate()
         if ids:
@@ -582,14 +590,14 @@ class RayClient:
 
     def children_of(self, job_id: str) -> list[str]:
         with self._lock:
-            local = [j.job_id for j in self._jobs.values() if j.parent == job_id]
+            local = [j.job_id for j in self._history.jobs.values() if j.parent == job_id]
         remote = self._registry_call("children", job_id) or []
         return local + [c for c in remote if c not in local]
 
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this client and the jobs submitted from inside them, oldest first."""
         with self._lock:
-            jobs = list(self._jobs.values())
+            jobs = self._history.values()
             tpu = list(self._tpu_jobs.values())
         infos = {job.job_id: job.info() for job in jobs}
         for handle in tpu:
@@ -621,7 +629,7 @@ class RayClient:
     def get_job(self, job_id: str) -> Any:
         """A handle to a job of this client or of its job tree."""
         with self._lock:
-            job = self._jobs.get(job_id)
+            job = self._history.get(job_id)
             tpu = self._tpu_jobs.get(job_id)
         if job is not None:
             return RayJobHandle(job)
@@ -632,7 +640,7 @@ class RayClient:
         for details in self._api_details():
             if (details.metadata or {}).get("fray_job_id") == job_id:
                 return SubmittedJobHandle(self, details.submission_id, job_id)
-        raise JobNotFoundError(f"no job {job_id!r} in this RayClient's job tree")
+        raise JobNotFoundError(job_id, self._history.not_found(job_id, "RayClient's job tree"))
 
     # -- actors ------------------------------------------------------------------------------
 
@@ -765,7 +773,7 @@ class RayClient:
             if self.is_shutdown:
                 return
             self.is_shutdown = True
-            jobs = [j for j in self._jobs.values() if not j.done.flag]
+            jobs = [j for j in self._history.running.values() if not j.done.flag]
             groups = list(self._groups)
             tpu = list(self._tpu_jobs.values())
         threads = [threading.Thread(target=job.terminate, daemon=True) for job in jobs]

@@ -75,9 +75,9 @@ class _Done:
 
 
 class _Job:
-    """Bookkeeping shared by callable and command jobs. Slotted: a client keeps the record
-    of every job it ran, and fewer objects per record is less for the garbage collector to
-    walk."""
+    """Bookkeeping shared by callable and command jobs. Slotted: a client keeps thousands of
+    these (its history, see ``fray._history``), and fewer objects per record is less for the
+    garbage collector to walk."""
 
     __slots__ = (
         "attempts",
@@ -195,8 +195,7 @@ class _Job:
     def _ended(self, callbacks: list[Callable[[], None]]) -> None:
         """The second half of :meth:`finish`, outside the lock."""
         client = self.client
-        if client.mirrors:
-            client.job_finished(self)
+        client.job_finished(self)
         self.done.set()
         client.progress()
         for callback in callbacks:

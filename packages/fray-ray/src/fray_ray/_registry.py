@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any
 
+from fray._history import DEFAULT_JOB_HISTORY
+
 __all__ = ["JobRegistry"]
 
 _MAX_LINES = 100_000  # per job; older lines are dropped first
@@ -24,15 +26,21 @@ _FINAL_FIELDS = ("status", "finished_at", "error", "exit_code")
 
 
 class JobRegistry:
-    """Records keyed by job id. Plain class; made a Ray actor by the client."""
+    """Records keyed by job id. Plain class; made a Ray actor by the client.
 
-    def __init__(self) -> None:
+    Like a client's own history it keeps every unfinished job and the last ``limit``
+    finished ones (record, output and result); older finished ones are dropped first.
+    """
+
+    def __init__(self, limit: int = DEFAULT_JOB_HISTORY) -> None:
         self._lock = threading.Lock()
+        self._limit = limit
         self._records: dict[str, dict[str, Any]] = {}
         self._logs: dict[str, list[str]] = {}
-        self._children: dict[str, list[str]] = {}
+        self._children: dict[str, dict[str, None]] = {}  # ordered sets of child ids
         self._results: dict[str, Any] = {}
         self._stops: set[str] = set()
+        self._finished: dict[str, None] = {}  # in the order they finished
 
     def ping(self) -> bool:
         return True
@@ -45,8 +53,10 @@ class JobRegistry:
                 fields = {k: v for k, v in fields.items() if k not in _FINAL_FIELDS}
             record.update(fields)
             parent = record.get("parent")
-            if parent is not None and job_id not in self._children.setdefault(parent, []):
-                self._children[parent].append(job_id)
+            if parent is not None:
+                self._children.setdefault(parent, {})[job_id] = None
+            if record.get("status") in _FINISHED:
+                self._ended(job_id)
 
     def finish(self, job_id: str, fields: dict[str, Any], result: Any, lines: list[str]) -> None:
         """Records a finished job: its final fields, return value and whole output."""
@@ -54,6 +64,26 @@ class JobRegistry:
             self._records.setdefault(job_id, {"job_id": job_id}).update(fields)
             self._results[job_id] = result
             self._logs[job_id] = list(lines[-_MAX_LINES:])
+            self._ended(job_id)
+
+    def _ended(self, job_id: str) -> None:
+        """Under the lock: ``job_id`` is finished; drops the oldest finished jobs beyond
+        the limit."""
+        finished = self._finished
+        if job_id in finished:
+            return
+        finished[job_id] = None
+        while len(finished) > self._limit:
+            old = next(iter(finished))
+            del finished[old]
+            record = self._records.pop(old, None) or {}
+            self._logs.pop(old, None)
+            self._results.pop(old, None)
+            self._stops.discard(old)
+            self._children.pop(old, None)
+            siblings = self._children.get(record.get("parent") or "")
+            if siblings is not None:
+                siblings.pop(old, None)
 
     def get(self, job_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -84,8 +114,17 @@ class JobRegistry:
                 for job_id, record in self._records.items()
             ]
 
+    def ended(self, job_id: str) -> None:
+        """A job the driver tracks itself ended: its streamed output is no longer read
+        (the driver has it whole)."""
+        with self._lock:
+            self._logs.pop(job_id, None)
+            self._ended(job_id)
+
     def append_logs(self, job_id: str, lines: list[str]) -> None:
         with self._lock:
+            if job_id in self._finished:  # a late batch: the record has the whole output
+                return
             buffer = self._logs.setdefault(job_id, [])
             buffer.extend(lines)
             if len(buffer) > _MAX_LINES:
@@ -110,6 +149,7 @@ class JobRegistry:
                 record = self._records.get(job_id)
                 if record is not None and record.get("status") in ("pending", "running"):
                     record.update(status="stopped", finished_at=now)
+                    self._ended(job_id)
 
     def stop_requested(self, job_id: str) -> bool:
         with self._lock:

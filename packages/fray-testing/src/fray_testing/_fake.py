@@ -29,6 +29,7 @@ from fray import (
     set_current_client,
 )
 from fray._handles import check_result
+from fray._history import JobHistory
 from fray.errors import (
     FrayError,
     InvalidRequestError,
@@ -293,6 +294,7 @@ class _FakeJob:
                 self.timer = None
             callbacks, self.callbacks = self.callbacks, []
             children = [child for child in self.children if not child.done]
+            self.client.job_finished(self.job_id)
             self.cond.notify_all()
         for child in children:  # children do not outlive their parent
             child.terminate()
@@ -484,7 +486,7 @@ class FakeClient:
         self._scripts: dict[Any, list[Outcome]] = {}
         for target, outcome in (outcomes or {}).items():
             self.script(target, outcome)
-        self._jobs: dict[str, _FakeJob] = {}
+        self._history: JobHistory[_FakeJob] = JobHistory()
         self._events: list[Record] = []
         self._ids = itertools.count(1)
         self._actors = _ActorSystem(self, f"fake-{secrets.token_hex(4)}", self._record)
@@ -508,7 +510,7 @@ class FakeClient:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"FakeClient(jobs={len(self._jobs)}, events={len(self._events)})"
+        return f"FakeClient(jobs={len(self._history)}, events={len(self._events)})"
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -628,7 +630,7 @@ class FakeClient:
                 job_id = f"{parent.job_id}/{job_id}"
             steps = (outcome or default).steps(default)
             job = _FakeJob(self, self._cond, job_id, request, parent, steps)
-            self._jobs[job_id] = job
+            self._history.add(job_id, job)
             if parent is not None:
                 parent.children.append(job)
             self._events.append(
@@ -641,17 +643,22 @@ class FakeClient:
         """A handle to a job of this client, by id.
 
         Raises:
-            JobNotFoundError: No such job.
+            JobNotFoundError: No such job, or a finished one older than the history keeps.
         """
-        job = self._jobs.get(job_id)
+        job = self._history.get(job_id)
         if job is None:
-            raise JobNotFoundError(job_id, f"no job with id {job_id!r} in this FakeClient")
+            raise JobNotFoundError(job_id, self._history.not_found(job_id, "FakeClient"))
         return FakeJobHandle(job)
 
     def list_jobs(self) -> list[JobInfo]:
-        """Every job of this client, in submission order."""
+        """Every unfinished job of this client and its most recent finished ones (see
+        ``FRAY_JOB_HISTORY``), in submission order."""
         with self._cond:
-            return [job.info() for job in self._jobs.values()]
+            return [job.info() for job in self._history.values()]
+
+    def job_finished(self, job_id: str) -> None:
+        """Under the client's condition: a job ended (it may age out of the history)."""
+        self._history.finished(job_id)
 
     def _check_open(self) -> None:
         if self.is_shutdown:
@@ -748,7 +755,7 @@ class FakeClient:
             if self.is_shutdown:
                 return
             self.is_shutdown = True
-            roots = [job for job in self._jobs.values() if job.parent is None]
+            roots = [job for job in self._history.values() if job.parent is None]
         for job in roots:
             job.terminate()
         self._actors.shutdown_all()

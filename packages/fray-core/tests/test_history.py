@@ -1,0 +1,124 @@
+"""How many finished jobs a client keeps (``FRAY_JOB_HISTORY``): the history on its own, and
+LocalClient's list_jobs/get_job with a small limit."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from typing import Any
+
+import pytest
+
+from fray import (
+    Entrypoint,
+    InvalidRequestError,
+    JobNotFoundError,
+    JobRequest,
+    JobStatus,
+    LocalClient,
+    wait_all,
+)
+from fray._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
+from fray.environment_variables import FRAY_JOB_HISTORY
+
+
+class Payload:
+    """A return value the test can watch being freed."""
+
+
+def make_payload() -> Payload:
+    return Payload()
+
+
+def req(fn: Any, *args: Any, name: str = "hist") -> JobRequest:
+    return JobRequest(name=name, entrypoint=Entrypoint.from_callable(fn, args))
+
+
+def test_limit_defaults_and_reads_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FRAY_JOB_HISTORY, raising=False)
+    assert job_history_limit() == DEFAULT_JOB_HISTORY == 10_000
+    monkeypatch.setenv(FRAY_JOB_HISTORY, " 25 ")
+    assert job_history_limit() == 25
+    monkeypatch.setenv(FRAY_JOB_HISTORY, "0")
+    assert job_history_limit() == 0
+    monkeypatch.setenv(FRAY_JOB_HISTORY, "")
+    assert job_history_limit() == DEFAULT_JOB_HISTORY
+
+
+@pytest.mark.parametrize("text", ["-1", "ten", "1.5", "1e3"])
+def test_a_bad_limit_names_the_variable(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv(FRAY_JOB_HISTORY, text)
+    with pytest.raises(InvalidRequestError, match=f"{FRAY_JOB_HISTORY}.*whole number >= 0"):
+        job_history_limit()
+    with pytest.raises(InvalidRequestError, match=FRAY_JOB_HISTORY):
+        LocalClient()
+
+
+def test_history_drops_the_oldest_finished_and_never_an_unfinished_job() -> None:
+    history: JobHistory[str] = JobHistory(limit=2)
+    for name in "abcde":
+        history.add(name, name.upper())
+    history.finished("b")
+    history.finished("a")
+    history.finished("d")  # three finished, limit 2: "b" (the first to finish) goes
+    assert list(history) == ["a", "c", "d", "e"]
+    assert list(history.running) == ["c", "e"]
+    history.finished("d")  # a second report changes nothing
+    history.finished("unknown")
+    assert history.values() == ["A", "C", "D", "E"]
+    assert history.get("b") is None and "b" not in history
+    assert "a" in history and history.get("a") == "A"
+    assert len(history) == 4
+    message = history.not_found("b", "TestClient")
+    assert "'b'" in message and "last 2 finished" in message and FRAY_JOB_HISTORY in message
+
+
+def test_a_zero_limit_keeps_only_unfinished_jobs() -> None:
+    history: JobHistory[int] = JobHistory(limit=0)
+    history.add("x", 1)
+    history.add("y", 2)
+    history.finished("x")
+    assert list(history) == ["y"] and list(history.running) == ["y"]
+
+
+def test_local_client_keeps_unfinished_jobs_and_the_last_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(FRAY_JOB_HISTORY, "2")
+    gate = threading.Event()
+    with LocalClient(echo_logs=False) as client:
+        held = client.submit(req(gate.wait, 60, name="held"))
+        first = client.submit(req(make_payload, name="first"))
+        assert isinstance(first.result(timeout=30), Payload)
+        rest = [client.submit(req(make_payload, name=f"later{i}")) for i in range(3)]
+        wait_all(rest, timeout=30)
+
+        # The job that still runs stays; of four finished jobs, the last two.
+        listed = [info.job_id for info in client.list_jobs()]
+        assert listed == [held.job_id, rest[1].job_id, rest[2].job_id]
+        assert client.get_job(held.job_id).status() is JobStatus.RUNNING
+        with pytest.raises(JobNotFoundError, match=FRAY_JOB_HISTORY) as caught:
+            client.get_job(first.job_id)
+        assert caught.value.job_id == first.job_id
+        # A handle keeps its own job.
+        assert first.status() is JobStatus.SUCCEEDED
+        assert isinstance(first.result(), Payload)
+
+        # Once the handle is gone too, nothing keeps the dropped job's value.
+        value = weakref.ref(first.result())
+        del first
+        gc.collect()
+        assert value() is None
+        # A job the history still holds keeps its value without a handle.
+        kept = weakref.ref(rest[2].result())
+        rest_ids = [job.job_id for job in rest]
+        del rest
+        gc.collect()
+        assert kept() is not None
+        assert client.get_job(rest_ids[2]).result() is kept()
+
+        gate.set()
+        assert held.wait(timeout=30) is JobStatus.SUCCEEDED
+        listed = [info.job_id for info in client.list_jobs()]
+        assert listed == [held.job_id, rest_ids[2]]  # in submission order
