@@ -39,6 +39,18 @@ def test_failure_exits_with_the_jobs_code(env: dict[str, str]) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("grace", ["soon", "-1", "nan"])
+def test_a_bad_grace_period_is_refused_before_the_job_starts(
+    env: dict[str, str], tmp_path: Path, grace: str
+) -> None:
+    marker = tmp_path / "ran"
+    done = fray({**env, "FRAY_TERMINATE_GRACE_S": grace}, "run", "--", "touch", str(marker))
+    assert done.returncode != 0
+    assert "FRAY_TERMINATE_GRACE_S" in done.stderr and "seconds >= 0" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
 def test_signal_death_maps_to_128_plus_signal(env: dict[str, str]) -> None:
     done = fray(env, "run", "--max-retries-preemption", "0", "--", "bash", "-c", "kill -KILL $$")
     assert done.returncode == 128 + signal.SIGKILL

@@ -1,5 +1,6 @@
-"""How many finished jobs a client keeps (``FRAY_JOB_HISTORY``): the history on its own, and
-LocalClient's list_jobs/get_job with a small limit."""
+"""What LocalClient reads from the environment when it is made: how many finished jobs it
+keeps (``FRAY_JOB_HISTORY``; the history on its own, and list_jobs/get_job with a small
+limit) and the grace period of a terminate (``FRAY_TERMINATE_GRACE_S``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,15 @@ def test_a_bad_limit_names_the_variable(monkeypatch: pytest.MonkeyPatch, text: s
     with pytest.raises(InvalidRequestError, match=f"{FRAY_JOB_HISTORY}.*whole number >= 0"):
         job_history_limit()
     with pytest.raises(InvalidRequestError, match=FRAY_JOB_HISTORY):
+        LocalClient()
+
+
+@pytest.mark.parametrize("grace", ["soon", "-1", "nan", "inf"])
+def test_a_bad_grace_period_is_refused_when_the_client_is_made(
+    monkeypatch: pytest.MonkeyPatch, grace: str
+) -> None:
+    monkeypatch.setenv("FRAY_TERMINATE_GRACE_S", grace)
+    with pytest.raises(InvalidRequestError, match="FRAY_TERMINATE_GRACE_S.*seconds >= 0"):
         LocalClient()
 
 

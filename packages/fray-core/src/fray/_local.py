@@ -95,14 +95,22 @@ def _inject(thread_id: int, exc: type[BaseException] | None) -> None:
     )
 
 
-def _grace_seconds() -> float:
-    text = os.environ.get(FRAY_TERMINATE_GRACE_S, "5")
+def grace_seconds() -> float:
+    """``FRAY_TERMINATE_GRACE_S``: seconds between SIGTERM and SIGKILL (default 5).
+
+    Raises:
+        InvalidRequestError: It is not a finite number >= 0.
+    """
+    text = os.environ.get(FRAY_TERMINATE_GRACE_S, "").strip() or "5"
     try:
-        return max(float(text), 0.0)
+        value = float(text)
     except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):  # also refuses nan
         raise InvalidRequestError.for_field(
-            FRAY_TERMINATE_GRACE_S, text, "must be a number of seconds"
-        ) from None
+            FRAY_TERMINATE_GRACE_S, text, "a number of seconds >= 0 (default 5)"
+        )
+    return value
 
 
 def _free_port() -> int:
@@ -648,6 +656,7 @@ class LocalClient:
         self._uid = secrets.token_hex(4)
         self._pool = _JobThreads(max_threads or 1024)
         self._history: JobHistory[_Job] = JobHistory()
+        self._grace = grace_seconds()  # checked now, not when a job is being stopped
         self._groups: list[LocalActorGroup] = []
         self._actor_names: set[str] = set()
         self._lock = threading.RLock()
@@ -1027,9 +1036,7 @@ class LocalClient:
             if code != 0 and len(codes) < count:
                 # Gang semantics: one replica down takes the attempt down.
                 self._signal_replicas(job, signal.SIGTERM)
-                threading.Timer(
-                    _grace_seconds(), self._signal_replicas, (job, signal.SIGKILL)
-                ).start()
+                threading.Timer(self._grace, self._signal_replicas, (job, signal.SIGKILL)).start()
         for reader in readers:
             reader.join()
         if job.stop_requested:
@@ -1135,7 +1142,7 @@ class LocalClient:
                 self._finish(job, JobStatus.STOPPED)
             return
         self._signal_replicas(job, signal.SIGTERM)
-        if job.done.wait(_grace_seconds()):
+        if job.done.wait(self._grace):
             return
         self._signal_replicas(job, signal.SIGKILL)
         if not job.done.wait(2.0):

@@ -17,7 +17,8 @@ FRAY_STATE_DIR = "FRAY_STATE_DIR"
 """Where the ``fray`` CLI records local runs (a path or an fsspec URL)."""
 
 FRAY_TERMINATE_GRACE_S = "FRAY_TERMINATE_GRACE_S"
-"""Seconds a terminated local process gets between SIGTERM and SIGKILL (default 5)."""
+"""Seconds a terminated local process gets between SIGTERM and SIGKILL (default 5; a number
+>= 0, read when a LocalClient is made)."""
 
 FRAY_JOB_HISTORY = "FRAY_JOB_HISTORY"
 """How many finished jobs a client keeps for ``list_jobs()`` and ``get_job()`` (default

@@ -27,7 +27,6 @@ from fray._types import (
     redact_env,
 )
 from fray.cli._common import CliError, UsageError, choose_spec, format_duration, is_tty
-from fray.environment_variables import FRAY_TERMINATE_GRACE_S
 from fray.errors import InvalidRequestError, JobTimeoutError
 
 __all__ = ["add_parser"]
@@ -469,7 +468,6 @@ def _run(
 
 
 def _grace() -> float:
-    try:
-        return max(float(os.environ.get(FRAY_TERMINATE_GRACE_S, "5")), 0.0)
-    except ValueError:
-        return 5.0
+    from fray._local import grace_seconds
+
+    return grace_seconds()
