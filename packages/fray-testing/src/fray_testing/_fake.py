@@ -294,7 +294,7 @@ class _FakeJob:
                 self.timer = None
             callbacks, self.callbacks = self.callbacks, []
             children = [child for child in self.children if not child.done]
-            self.client.job_finished(self.job_id)
+            self.client._job_finished(self.job_id)
             self.cond.notify_all()
         for child in children:  # children do not outlive their parent
             child.terminate()
@@ -656,7 +656,7 @@ class FakeClient:
         with self._cond:
             return [job.info() for job in self._history.values()]
 
-    def job_finished(self, job_id: str) -> None:
+    def _job_finished(self, job_id: str) -> None:
         """Under the client's condition: a job ended (it may age out of the history)."""
         self._history.finished(job_id)
 
