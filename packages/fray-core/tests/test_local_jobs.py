@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import threading
 from typing import Any
@@ -296,6 +297,40 @@ def test_list_and_get_jobs(client: LocalClient) -> None:
     assert client.get_job(a.job_id).result() == 2
     with pytest.raises(JobNotFoundError, match="no job with id 'nope'"):
         client.get_job("nope")
+
+
+_TRACE_AFTER_STOP = """
+import sys, threading
+from fray import Entrypoint, JobRequest, JobStatus, LocalClient
+
+running = threading.Event()
+
+def spin():
+    running.set()
+    while True:
+        running.wait(0.01)
+
+with LocalClient(echo_logs=False) as client:
+    job = client.submit(JobRequest(name="spin", entrypoint=Entrypoint.from_callable(spin)))
+    running.wait(30)
+    job.terminate()
+    assert job.status() is JobStatus.STOPPED
+# shutdown() joined the job's thread: the stop was delivered and handled there.
+sys.settrace(lambda *args: None)
+value = sum(range(10))
+print("traced", (lambda: value)())
+"""
+
+
+def test_stopping_a_thread_job_leaves_the_interpreter_traceable() -> None:
+    # Clearing a stop with PyThreadState_SetAsyncExc(id, NULL) left CPython 3.11's eval
+    # breaker set for good: the process slowed down, and the first traced call (a debugger,
+    # coverage, hypothesis) spun forever.
+    done = subprocess.run(
+        [sys.executable, "-c", _TRACE_AFTER_STOP], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "traced 45\n"
 
 
 def test_wait_timeout_does_not_kill(client: LocalClient) -> None:

@@ -89,10 +89,14 @@ class _Terminated(BaseException):
     Exception`` in user code does not swallow it)."""
 
 
-def _inject(thread_id: int, exc: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc is not None else None
-    )
+def _inject(thread_id: int, exc: type[BaseException]) -> None:
+    """Raises ``exc`` in the thread ``thread_id`` at its next check of the interpreter's
+    eval breaker (a Python call or loop)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
+
+
+def _deliver_pending() -> None:
+    """A Python call: an exception injected into the calling thread is raised here."""
 
 
 def grace_seconds() -> float:
@@ -937,8 +941,19 @@ class LocalClient:
                 finally:
                     with job.lock:
                         replica.in_user_code = False
-                        if job.signalled:
-                            _inject(replica.thread_id, None)  # drop a pending injection
+                        signalled = job.signalled
+                    if signalled:
+                        # The user code may have returned before a stop injected into it
+                        # arrived: take it here, where it changes nothing. (Clearing it with
+                        # PyThreadState_SetAsyncExc(id, NULL) instead leaves CPython 3.11's
+                        # eval breaker set for good: every thread then slows down, and a
+                        # traced one, e.g. under a debugger or hypothesis, spins forever.)
+                        # Not contextlib.suppress: its __enter__ is a Python call, where
+                        # the stop would be raised outside the suppression.
+                        try:  # noqa: SIM105
+                            _deliver_pending()
+                        except _Terminated:
+                            pass
         except _Terminated:
             raise
         except BaseException:
