@@ -50,21 +50,32 @@ class StandInJob:
         self.event.set()
 
 
+# The unfinished jobs by id, as the client's history keeps them: the watcher's queue holds
+# ids and looks each one up when it falls due.
+_running: dict[str, StandInJob] = {}
+
+
+def _new_watcher(delay: float) -> Watcher:
+    _running.clear()
+    return Watcher(delay, _running.get)  # pyright: ignore[reportArgumentType]
+
+
 def _add(watcher: Watcher, job: StandInJob, attempt: int = 1) -> None:
     job.added_at = time.monotonic()
+    _running[job.job_id] = job
     watcher.add(job, attempt)  # pyright: ignore[reportArgumentType]
 
 
 @pytest.fixture
 def watcher() -> Iterator[Watcher]:
-    watcher = Watcher(DELAY)
+    watcher = _new_watcher(DELAY)
     yield watcher
     watcher.stop()
 
 
 def test_an_attempt_is_watched_once_its_delay_has_passed() -> None:
     delay = 0.3
-    watcher = Watcher(delay)
+    watcher = _new_watcher(delay)
     try:
         jobs = [StandInJob(f"job-{i}") for i in range(5)]
         for job in jobs:
@@ -96,6 +107,16 @@ def test_a_finished_job_is_skipped(watcher: Watcher) -> None:
     assert finished.asked == [] and finished.watched == []
 
 
+def test_a_job_that_left_the_running_jobs_is_skipped(watcher: Watcher) -> None:
+    gone = StandInJob("gone")
+    marker = StandInJob("after-it")
+    _add(watcher, gone)
+    _add(watcher, marker)
+    del _running["gone"]  # it ended: the client no longer counts it as running
+    assert marker.event.wait(WAIT)
+    assert gone.asked == [] and gone.watched == []
+
+
 def test_the_watcher_sleeps_when_empty_and_wakes_for_a_new_attempt(watcher: Watcher) -> None:
     first = StandInJob("first")
     _add(watcher, first)
@@ -108,7 +129,7 @@ def test_the_watcher_sleeps_when_empty_and_wakes_for_a_new_attempt(watcher: Watc
 
 
 def test_stop_watches_what_is_queued_and_later_adds_at_once() -> None:
-    watcher = Watcher(3600.0)  # nothing would fall due during the test
+    watcher = _new_watcher(3600.0)  # nothing would fall due during the test
     queued = [StandInJob(f"queued-{i}") for i in range(3)]
     for job in queued:
         _add(watcher, job)

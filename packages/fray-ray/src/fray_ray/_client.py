@@ -209,7 +209,7 @@ class RayClient:
         self._resources: dict[str, float] | None = None
         self._prepared_cache: dict[int, _Prepared] = {}
         self.bound_functions = 0  # exported job functions (see _Prepared.bound)
-        self._watcher = Watcher(CallableJob.WATCH_AFTER)
+        self._watcher = Watcher(CallableJob.WATCH_AFTER, self._watched_job)
         self._progress_lock = threading.Lock()
         self._progress = threading.Condition(self._progress_lock)
         self._progress_waiters = 0
@@ -482,6 +482,11 @@ class RayClient:
         """Gives ``attempt`` completion callbacks after ``CallableJob.WATCH_AFTER`` seconds
         unless someone fetches it."""
         self._watcher.add(job, attempt)
+
+    def _watched_job(self, job_id: str) -> CallableJob | None:
+        """For the watcher: the unfinished callable job with this id, if any."""
+        job = self._history.running.get(job_id)  # one dict read: no lock needed
+        return job if isinstance(job, CallableJob) else None
 
     def progress(self, *, retry: bool = False) -> None:
         """Called when a callable job starts a new attempt after its first (``retry``) or ends."""

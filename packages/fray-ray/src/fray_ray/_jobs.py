@@ -22,7 +22,7 @@ import logging
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fray import JobInfo, JobRequest, JobStatus
@@ -74,10 +74,25 @@ class _Done:
         return event.wait(timeout)
 
 
+_FINISHED = _Done()  # what a job's ``done`` becomes once set (see ``_Job._ended``)
+_FINISHED.flag = True
+# What a job's ``lock`` becomes once it has ended. Every section under a job's lock first
+# looks at ``ended`` or ``done`` (both set before the swap) and then changes nothing that
+# matters for a finished job (a waiter's claim count only matters while it runs), and none
+# takes a second job's lock: finished jobs can share one.
+_FINISHED_LOCK = threading.Lock()
+
+
 class _Job:
     """Bookkeeping shared by callable and command jobs. Slotted: a client keeps thousands of
-    these (its history, see ``fray._history``), and fewer objects per record is less for the
-    garbage collector to walk."""
+    these (its history, see ``fray._history``).
+
+    Every object a record holds that the garbage collector tracks is one more to walk, and
+    one more to promote to the oldest generation (enough promotions trigger a full
+    collection, which walks everything the driver holds). So a record holds no container
+    it does not need: output lines and done-callbacks start as the shared empty tuple and
+    are replaced, never mutated; once a job ends, its refs are dropped and its ``done`` and
+    ``lock`` become shared ones. A finished record is the job object alone."""
 
     __slots__ = (
         "attempts",
@@ -119,10 +134,10 @@ class _Job:
         self.cause: BaseException | None = None
         self.exit_code: int | None = None
         self.value: Any = None
-        self.lines: list[str] = []
+        self.lines: Sequence[str] = ()  # replaced, never mutated
         self.lock = threading.Lock()
         self.done = _Done()
-        self.callbacks: list[Callable[[], None]] = []
+        self.callbacks: Sequence[Callable[[], None]] = ()  # replaced, never mutated
         self.stop_requested = False
         self.submitted_at = time.time()
         self.started_at: float | None = None
@@ -158,7 +173,7 @@ class _Job:
         self.failures += 1
         self.cause, self.error, self.exit_code = cause, error, code
         if self.failures <= self.request.max_retries_failure:
-            self.lines.append(f"[fray] attempt {self.attempts} failed ({error}); retrying")
+            self.lines = [*self.lines, f"[fray] attempt {self.attempts} failed ({error}); retrying"]
             return True
         return False
 
@@ -167,7 +182,8 @@ class _Job:
         self.preemptions += 1
         self.error = error
         if self.preemptions <= self.request.max_retries_preemption:
-            self.lines.append(f"[fray] attempt {self.attempts} was preempted ({error}); retrying")
+            note = f"[fray] attempt {self.attempts} was preempted ({error}); retrying"
+            self.lines = [*self.lines, note]
             return True
         self.error = (
             f"preempted {self.preemptions} times, more than max_retries_preemption="
@@ -181,7 +197,7 @@ class _Job:
         if callbacks is not None:
             self._ended(callbacks)
 
-    def _end(self, status: JobStatus) -> list[Callable[[], None]] | None:
+    def _end(self, status: JobStatus) -> Sequence[Callable[[], None]] | None:
         """The first half of :meth:`finish`, under ``self.lock``: records the final status
         (``None`` if another thread already did) and takes the callbacks."""
         if self.ended:
@@ -189,14 +205,16 @@ class _Job:
         self.ended = True
         self.status = status
         self.finished_at = time.time()
-        callbacks, self.callbacks = self.callbacks, []
+        callbacks, self.callbacks = self.callbacks, ()
         return callbacks
 
-    def _ended(self, callbacks: list[Callable[[], None]]) -> None:
+    def _ended(self, callbacks: Sequence[Callable[[], None]]) -> None:
         """The second half of :meth:`finish`, outside the lock."""
         client = self.client
         client.job_finished(self)
         self.done.set()
+        self.done = _FINISHED  # whoever holds the old one sees it set
+        self.lock = _FINISHED_LOCK
         client.progress()
         for callback in callbacks:
             try:
@@ -245,22 +263,21 @@ class CallableJob(_Job):
         # The wrapper as a Ray remote function with this request's options, the env vars it
         # sets itself, and the pickled entrypoint (see RayClient._prepared).
         self.remote, self.env, self.payload = prepared
-        self.refs: list[Any] = []
+        self.refs: Sequence[Any] = [] if first is None else [first]
         self.outcomes: dict[int, Outcome] = {}
         self.settled = 0
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
         if first is not None:
-            self.refs.append(first)
             self.attempts = 1
             self.started_at = self.submitted_at
             self.status = JobStatus.RUNNING
 
-    def _end(self, status: JobStatus) -> list[Callable[[], None]] | None:
+    def _end(self, status: JobStatus) -> Sequence[Callable[[], None]] | None:
         callbacks = super()._end(status)
         if callbacks is not None:  # its Ray objects are no longer needed: let Ray free them
-            self.refs.clear()
-            self.outcomes.clear()
+            self.refs = ()
+            self.outcomes = {}  # an empty dict is not tracked by the garbage collector
         return callbacks
 
     def start(self) -> None:
@@ -412,7 +429,7 @@ class CallableJob(_Job):
                 if outcome is None:
                     self.value = result
                 else:
-                    self.lines.extend(outcome.lines)
+                    self.lines = [*self.lines, *outcome.lines]
                     self.value = outcome.value
                 callbacks = self._end(JobStatus.SUCCEEDED)
                 refs = None
@@ -453,11 +470,14 @@ class CallableJob(_Job):
             for index in sorted(outcomes):
                 outcome = outcomes[index]
                 if outcome.lines:
-                    self.lines.extend(
-                        outcome.lines
-                        if len(outcomes) == 1
-                        else [f"[{index}] {line}" for line in outcome.lines]
-                    )
+                    self.lines = [
+                        *self.lines,
+                        *(
+                            outcome.lines
+                            if len(outcomes) == 1
+                            else [f"[{index}] {line}" for line in outcome.lines]
+                        ),
+                    ]
             if stopping:
                 self.finish(JobStatus.STOPPED)
                 return
@@ -640,13 +660,19 @@ class Watcher:
     queue that :meth:`add` appends to without a lock. The thread sleeps until the oldest
     falls due and then takes everything due within the next ``TICK`` seconds (one wake-up
     per tick, not per job); with nothing queued it sleeps until :meth:`add` wakes it.
+
+    The queue holds job ids, not jobs, and ``lookup`` finds an unfinished job by id (a job
+    that has ended needs no watching): an entry of plain values is not tracked by the
+    garbage collector, so the half second it waits does not make it a long-lived object
+    that counts towards a full collection.
     """
 
     TICK = 0.05
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, lookup: Callable[[str], CallableJob | None]) -> None:
         self.delay = delay
-        self._queue: collections.deque[tuple[float, CallableJob, int]] = collections.deque()
+        self._lookup = lookup
+        self._queue: collections.deque[tuple[float, str, int]] = collections.deque()
         self._wake = threading.Event()
         self._idle = False  # the thread is (about to be) asleep with nothing queued
         self._thread: threading.Thread | None = None
@@ -654,7 +680,7 @@ class Watcher:
         self._stopped = False
 
     def add(self, job: CallableJob, attempt: int) -> None:
-        self._queue.append((time.monotonic() + self.delay, job, attempt))
+        self._queue.append((time.monotonic() + self.delay, job.job_id, attempt))
         if self._thread is None:
             self._start()
         if self._idle:
@@ -679,10 +705,12 @@ class Watcher:
     def _drain(self) -> None:
         while True:
             try:
-                _due, job, attempt = self._queue.popleft()
+                _due, job_id, attempt = self._queue.popleft()
             except IndexError:
                 return
-            job.watch(attempt)
+            job = self._lookup(job_id)
+            if job is not None:
+                job.watch(attempt)
 
     def _run(self) -> None:
         while not self._stopped:
@@ -711,10 +739,11 @@ class Watcher:
             try:
                 if queue[0][0] > until:
                     return
-                _due, job, attempt = queue.popleft()
+                _due, job_id, attempt = queue.popleft()
             except IndexError:
                 return
-            if job.done.flag:
+            job = self._lookup(job_id)
+            if job is None or job.done.flag:
                 continue
             try:
                 again = job.due(attempt)
@@ -962,8 +991,11 @@ class RayJobHandle:
         """Calls ``callback(handle)`` once the job is finished (at once if it already is)."""
         job = self._job
         with job.lock:
-            if not job.done.flag:
-                job.callbacks.append(lambda: callback(self))
+            # ``ended`` is set under this lock, with the callbacks taken: checked instead of
+            # ``done``, which is set after the lock is let go, so a callback added in between
+            # is never left in a list nobody runs.
+            if not job.ended:
+                job.callbacks = [*job.callbacks, lambda: callback(self)]
                 attempt = job.attempts
             else:
                 attempt = None
