@@ -25,21 +25,25 @@ from typing import Any
 
 TARGET = 0.9
 
-# What a Fray job costs on top of a Ray task (measured on a 2-core machine: per-process and
-# per-thread CPU with psutil, the worker's CPU between consecutive tasks, the driver's
-# thread time per call with the two sides interleaved op by op). A plain Ray task costs
-# ~550 us of worker CPU and ~300 us of driver CPU here. The job wrapper adds ~40 us in the
-# worker (perf, sampled by the worker thread's task name: a third of it the C library's
-# environment calls that set and restore the job's identity and device variables, the rest
-# the job id, the client bound to the job and output capture); the driver's main thread
-# adds ~25-35 us per job with 200 in flight (the job and its handle, the id, batched
-# settling) and ~80 us one at a time, where every call runs with cold caches but sits
-# behind Ray's ~2 ms round trip. With 200 jobs in flight the run is CPU-bound (driver,
-# workers, raylet and GCS share two cores), so that work shows up in full, about 5-8% of
-# a Ray task's CPU. Single repeats swing by +-15% on this machine, hence the rounds.
+# What a Fray job costs on top of a Ray task (measured on a 2-core machine: per-thread CPU
+# from /proc schedstat for the driver and the workers, and the wrapper's steps timed inside
+# the worker while four workers share the two cores). A plain Ray task costs ~470-550 us of
+# worker CPU and ~220 us of driver CPU here. The job wrapper adds ~35 us in the worker:
+# the job id from the Ray task id ~10 us, setting the job's identity and device variables
+# ~20 us (the first C library call of a job walks an environment the other processes have
+# pushed out of the cache) and restoring them ~6 us. Run in a loop inside one task, the
+# same wrapper costs 5 us: the rest is cache misses, as the cores switch between seven busy
+# processes. The driver's main thread adds ~5 us per submit and ~11 us per job to wait for
+# 200 in flight (the job record and handle, the id, batched settling). Finished job records
+# hold nothing else the garbage collector tracks (1.8 objects promoted to the oldest
+# generation per job, down from 6.8): one full collection (~70-120 ms here) per ~20,000
+# jobs instead of per ~8,000.
+# With 200 jobs in flight the run is CPU-bound (driver, workers, raylet and GCS share two
+# cores), so that work shows up in full, about 5-8% of a Ray task's CPU. Single repeats
+# swing by +-10% on this machine (with the garbage collector off too), hence the rounds.
 _BATCH_MISS = (
     "CPU-bound on this machine: the driver, four workers, the raylet and the GCS share two "
-    "cores, and a Fray job's own work (~40 us in the worker, ~25-35 us in the driver) adds "
+    "cores, and a Fray job's own work (~35 us in the worker, ~16 us in the driver) adds "
     "about 5-8% to a Ray task's CPU; see the module's notes"
 )
 
