@@ -171,15 +171,15 @@ def test_history_keeps_unfinished_jobs_and_the_last_finished(
         assert done[0].status() is JobStatus.SUCCEEDED  # a handle keeps its own job
         value = weakref.ref(done[0].result())
         del done[0]
-        # Nothing else keeps a dropped job's value (the deferred watch lets go of a job
-        # within its delay, half a second).
+        # Nothing else keeps a dropped job's value (the thread that settled it may still be
+        # on its way out).
         deadline = time.monotonic() + 30
         while True:
             gc.collect()
             if value() is None:
                 break
             assert time.monotonic() < deadline, "a dropped job's value is still kept"
-            time.sleep(0.05)  # bounded poll: the watcher thread lets go on its own time
+            time.sleep(0.05)  # bounded poll: other threads let go on their own time
 
         go.touch()
         assert held.result(timeout=120) == 1

@@ -168,12 +168,16 @@ class _Job:
         info = self.info()
         return info.model_dump(exclude={"children"}, mode="json")
 
+    def add_lines(self, lines: Sequence[str]) -> None:
+        """Appends output lines (a new list: ``lines`` is never mutated, see above)."""
+        self.lines = [*self.lines, *lines]
+
     def on_failure(self, cause: BaseException | None, error: str, code: int | None) -> bool:
         """Counts a user failure; returns whether to try again."""
         self.failures += 1
         self.cause, self.error, self.exit_code = cause, error, code
         if self.failures <= self.request.max_retries_failure:
-            self.lines = [*self.lines, f"[fray] attempt {self.attempts} failed ({error}); retrying"]
+            self.add_lines([f"[fray] attempt {self.attempts} failed ({error}); retrying"])
             return True
         return False
 
@@ -182,8 +186,7 @@ class _Job:
         self.preemptions += 1
         self.error = error
         if self.preemptions <= self.request.max_retries_preemption:
-            note = f"[fray] attempt {self.attempts} was preempted ({error}); retrying"
-            self.lines = [*self.lines, note]
+            self.add_lines([f"[fray] attempt {self.attempts} was preempted ({error}); retrying"])
             return True
         self.error = (
             f"preempted {self.preemptions} times, more than max_retries_preemption="
@@ -429,7 +432,7 @@ class CallableJob(_Job):
                 if outcome is None:
                     self.value = result
                 else:
-                    self.lines = [*self.lines, *outcome.lines]
+                    self.add_lines(outcome.lines)
                     self.value = outcome.value
                 callbacks = self._end(JobStatus.SUCCEEDED)
                 refs = None
@@ -470,14 +473,11 @@ class CallableJob(_Job):
             for index in sorted(outcomes):
                 outcome = outcomes[index]
                 if outcome.lines:
-                    self.lines = [
-                        *self.lines,
-                        *(
-                            outcome.lines
-                            if len(outcomes) == 1
-                            else [f"[{index}] {line}" for line in outcome.lines]
-                        ),
-                    ]
+                    self.add_lines(
+                        outcome.lines
+                        if len(outcomes) == 1
+                        else [f"[{index}] {line}" for line in outcome.lines]
+                    )
             if stopping:
                 self.finish(JobStatus.STOPPED)
                 return

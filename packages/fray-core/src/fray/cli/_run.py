@@ -357,6 +357,8 @@ def _run(
     mask: Callable[[str], str],
     store: StateStore | None,
 ) -> int:
+    from fray._local import grace_seconds
+
     stop_signal: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -395,7 +397,7 @@ def _run(
                     "started_at": info.started_at,
                     "finished_at": None,
                     "stop_signal": None,
-                    "terminate_grace_s": _grace(),
+                    "terminate_grace_s": grace_seconds(),
                     "runner": {
                         "pid": os.getpid(),
                         "host": socket.gethostname(),
@@ -465,9 +467,3 @@ def _run(
             recorder.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _grace() -> float:
-    from fray._local import grace_seconds
-
-    return grace_seconds()
