@@ -84,6 +84,14 @@ def wait_for_release(release: str, started_dir: str) -> str:
     return "released"
 
 
+def print_around_release(release: str, started_dir: str) -> None:
+    """Prints a line, waits for the test's release, prints its last line."""
+    where = f"{os.environ['TPU_NAME']}-{os.environ['TPU_WORKER_ID']}"
+    print(f"before {where}", flush=True)
+    wait_for_release(release, started_dir)
+    print(f"after {where}", flush=True)
+
+
 def host_env_and_lockfile(lockfile: str) -> dict[str, Any]:
     return {**host_env(), "lockfile_seen": os.path.exists(lockfile)}
 
@@ -262,6 +270,12 @@ def test_user_exception_uses_the_failure_budget(fake_tpu_ray_cluster: LocalRayCl
     assert str(err.__cause__) == "boom on purpose"
     info_ = handle.info()
     assert (info_.status, info_.attempts, info_.failures) == (JobStatus.FAILED, 2, 2)
+    # The state actor is gone; the cause and output come from the handle's copy.
+    assert _released(handle)
+    with pytest.raises(TpuJobFailedError) as again:
+        handle.result()
+    assert isinstance(again.value.__cause__, ValueError)
+    assert any("boom on purpose" in line for line in handle.logs())
 
 
 def test_user_timeout_error_is_a_failure_not_a_preemption(
@@ -395,11 +409,64 @@ def test_submit_tpu_job_handle(fake_tpu_ray_cluster: LocalRayCluster) -> None:
     for where in ("slice-a/0", "slice-a/1", "slice-b/0", "slice-b/1"):
         assert f"hi fray from {where}" in lines
     assert list(handle.logs(follow=True)) == lines  # a finished job: follow ends at once
-    # The job's state lives on the driver's node, never on a TPU host that may be lost.
+    # The job's state lived on the driver's node, never on a TPU host that may be lost, and
+    # was released once the job ended: the handle answers from its copy.
+    actor = _state_actor(handle)
+    assert actor["Address"]["NodeID"] == ray.get_runtime_context().get_node_id()
+    assert actor["State"] == "DEAD"
+    assert handle.status() is JobStatus.SUCCEEDED
+    assert handle.result() == ["hi-0", "hi-1", "hi-2", "hi-3"]
+    assert handle.info().attempts == 1
+    assert len(handle.placement()) == 4
+    assert handle.wait_for_attempt(1, timeout=5)
+
+
+def _state_actor(handle: Any) -> dict[str, Any]:
+    """The GCS record of a TPU job's state actor."""
     from ray._private import state as ray_state
 
-    actor = ray_state.actors(actor_id=handle._state._actor_id.hex())
-    assert actor["Address"]["NodeID"] == ray.get_runtime_context().get_node_id()
+    return ray_state.actors(actor_id=handle._state._actor_id.hex())
+
+
+def _released(handle: Any, timeout: float = 60) -> bool:
+    """Whether the job's state actor is dead within ``timeout`` (it is killed by a thread
+    started when the supervisor returns, so a handle nobody waits on is released too)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _state_actor(handle)["State"] == "DEAD":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_following_logs_reads_to_the_last_line_across_the_release_of_the_state(
+    fake_tpu_ray_cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    request = JobRequest(
+        name="follow",
+        entrypoint=Entrypoint.from_callable(
+            print_around_release, args=[str(release), str(tmp_path)]
+        ),
+        resources=ResourceConfig.with_tpu("v4-16"),
+    )
+    handle = submit_tpu_job(request, job_id="ray-tpu-follow-1", **FAST)
+    followed: list[str] = []
+    follower = threading.Thread(target=lambda: followed.extend(handle.logs(follow=True)))
+    follower.start()
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("slice-*"))) < 2:
+        assert time.monotonic() < deadline, "the hosts never started"
+        time.sleep(0.1)
+    release.touch()
+    assert handle.wait(timeout=180) is JobStatus.SUCCEEDED
+    follower.join(timeout=60)
+    assert not follower.is_alive()
+    assert _released(handle)
+    for where in ("slice-a-0", "slice-a-1"):
+        assert f"before {where}" in followed
+        assert f"after {where}" in followed
+    assert followed == list(handle.logs())
 
 
 def test_submit_tpu_command_job(fake_tpu_ray_cluster: LocalRayCluster) -> None:

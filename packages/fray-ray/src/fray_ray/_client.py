@@ -202,7 +202,8 @@ class RayClient:
         self._lock = threading.Lock()
         self._history: JobHistory[_Job] = JobHistory()
         self._groups: list[RayActorGroup] = []
-        self._tpu_jobs: dict[str, Any] = {}
+        # TPU gang jobs (fray-tpu's handles): every unfinished one and the last finished ones.
+        self._tpu_jobs: JobHistory[Any] = JobHistory()
         self._owns_ray = False
         self._dashboard: str | None = None
         self._jobs_api: Any = None
@@ -442,8 +443,14 @@ class RayClient:
             ) from exc
         handle = submit_tpu_job(request, job_id=job_id)
         with self._lock:
-            self._tpu_jobs[job_id] = handle
+            self._tpu_jobs.add(job_id, handle)
+        handle.add_done_callback(self._tpu_job_finished)
         return handle
+
+    def _tpu_job_finished(self, handle: Any) -> None:
+        """A TPU job ended: it may age out of the history like any other job."""
+        with self._lock:
+            self._tpu_jobs.finished(handle.job_id)
 
     def _check_head_node(self, resources: ResourceConfig, field: str) -> None:
         if resources.preemptible:
@@ -603,7 +610,7 @@ class RayClient:
         """Every job of this client and the jobs submitted from inside them, oldest first."""
         with self._lock:
             jobs = self._history.values()
-            tpu = list(self._tpu_jobs.values())
+            tpu = self._tpu_jobs.values()
         infos = {job.job_id: job.info() for job in jobs}
         for handle in tpu:
             info = handle.info()
@@ -780,7 +787,7 @@ class RayClient:
             self.is_shutdown = True
             jobs = [j for j in self._history.running.values() if not j.done.flag]
             groups = list(self._groups)
-            tpu = list(self._tpu_jobs.values())
+            tpu = list(self._tpu_jobs.running.values())
         threads = [threading.Thread(target=job.terminate, daemon=True) for job in jobs]
         threads += [threading.Thread(target=h.terminate, daemon=True) for h in tpu]
         for thread in threads:

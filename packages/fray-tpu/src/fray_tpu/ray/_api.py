@@ -59,6 +59,11 @@ class TpuJobHandle:
 
     ``result()`` is the list of per-host return values ordered slice by slice, then by
     worker id within a slice (a single value when the job has one replica).
+
+    Once the supervisor has returned, the handle copies the job's state (counters, output
+    lines, first cause) from the job's state actor and releases that actor: a finished job
+    leaves no process behind, however long the driver runs. Everything the handle answers
+    after that comes from the copy.
     """
 
     def __init__(self, job_id: str, state: Any, ref: Any, replicas: int, is_callable: bool) -> None:
@@ -68,8 +73,14 @@ class TpuJobHandle:
         self._replicas = replicas
         self._is_callable = is_callable
         self._future: concurrent.futures.Future[Any] = ref.future()
+        # Set once, by _outcome(), after the copies below it.
         self._final: dict[str, Any] | None = None
-        self._lock = threading.Lock()
+        self._lines: list[str] = []  # every line the state held at the end
+        self._dropped = 0  # lines the state had dropped before those
+        self._cause: bytes | None = None  # the first cause, pickled
+        self._settle_lock = threading.Lock()
+        # Nobody may ever wait on this handle: the copy is taken when the supervisor returns.
+        self._future.add_done_callback(lambda _future: self._settle_soon())
 
     @property
     def job_id(self) -> str:
@@ -78,29 +89,45 @@ class TpuJobHandle:
 
     # -- status ----------------------------------------------------------------------------
 
+    def _settle_soon(self) -> None:
+        """From Ray's completion callback, which must not block: settles in a thread."""
+        threading.Thread(
+            target=self._outcome, name=f"fray-tpu-settle-{self._job_id}", daemon=True
+        ).start()
+
     def _outcome(self) -> dict[str, Any]:
-        """The supervisor's final answer, merged with the state actor's counters."""
-        with self._lock:
-            if self._final is not None:
-                return self._final
+        """The supervisor's final answer, merged with the state actor's counters (blocks
+        until the supervisor returns). The first call copies the job's state and releases
+        its actor."""
+        final = self._final
+        if final is not None:
+            return final
         try:
             answer = self._future.result()
         except Exception as exc:
             # The supervisor task itself failed or was cancelled (terminate's last resort).
             answer = {"status": "stopped" if _is_cancelled(exc) else "failed", "crash": exc}
-        try:
-            snap = rget(self._state.snapshot.remote(), timeout=30)
-        except Exception:
-            snap = {}
-        status = answer.get("status", "failed")
-        if snap.get("stop_requested") and status != "succeeded":
-            status = "stopped"
-        final = {**snap, **answer, "status": status}
-        if "crash" in answer and not final.get("error"):
-            final["error"] = f"the TPU supervisor task failed: {answer['crash']}"
-            final["reason"] = "internal"
-        with self._lock:
+        with self._settle_lock:
+            if self._final is not None:
+                return self._final
+            try:
+                kept = rget(self._state.final.remote(), timeout=30)
+            except Exception:  # the state actor is gone: only the supervisor's answer is left
+                kept = {}
+            snap = kept.get("snapshot") or {}
+            status = answer.get("status", "failed")
+            if snap.get("stop_requested") and status != "succeeded":
+                status = "stopped"
+            final = {**snap, **answer, "status": status}
+            if "crash" in answer and not final.get("error"):
+                final["error"] = f"the TPU supervisor task failed: {answer['crash']}"
+                final["reason"] = "internal"
+            self._lines = list(kept.get("lines") or [])
+            self._dropped = int(kept.get("dropped") or 0)
+            self._cause = kept.get("first_cause")
             self._final = final
+            with contextlib.suppress(Exception):  # already gone is just as good
+                ray.kill(self._state, no_restart=True)
         return final
 
     def status(self) -> JobStatus:
@@ -110,6 +137,8 @@ class TpuJobHandle:
         try:
             snap = rget(self._state.snapshot.remote(), timeout=30)
         except Exception:
+            if self._future.done():  # it ended meanwhile, and its state was released
+                return JobStatus(self._outcome()["status"])
             return JobStatus.RUNNING
         status = JobStatus(snap["status"])
         if status.is_finished:
@@ -147,9 +176,8 @@ class TpuJobHandle:
         )
         cause: BaseException | None = None
         with contextlib.suppress(Exception):
-            data = rget(self._state.first_cause_bytes.remote(), timeout=30)
-            if data is not None:
-                loaded = cloudpickle.loads(data)
+            if self._cause is not None:
+                loaded = cloudpickle.loads(self._cause)
                 if isinstance(loaded, BaseException):
                     cause = loaded
         if cause is None and isinstance(final.get("crash"), BaseException):
@@ -197,12 +225,18 @@ class TpuJobHandle:
         """
         start = 0
         while True:
+            if self._final is not None:  # ended: the rest is in the copy
+                yield from self._lines[max(start - self._dropped, 0) :]
+                return
             try:
                 lines, start, finished = rget(
                     self._state.read_logs.remote(start, 1.0 if follow else 0.0), timeout=60
                 )
             except Exception:
-                return
+                if not self._future.done():
+                    return
+                self._outcome()  # it ended, and its state was released: read the copy
+                continue
             yield from lines
             if not follow or (finished and not lines and self._future.done()):
                 return
@@ -211,16 +245,9 @@ class TpuJobHandle:
 
     def info(self) -> JobInfo:
         """Attempts, preemptions, failures and error."""
-        snap: dict[str, Any]
-        if self._future.done():
-            snap = self._outcome()
-        else:
-            try:
-                snap = rget(self._state.snapshot.remote(), timeout=30)
-            except Exception:
-                snap = {"status": "running"}
-            if JobStatus(snap.get("status", "running")).is_finished:
-                snap = {**snap, "status": "running"}
+        snap: dict[str, Any] | None = self._running_snapshot()
+        if snap is None:
+            snap = self._outcome() if self._future.done() else {"status": "running"}
         return JobInfo(
             job_id=self._job_id,
             name=snap.get("name") or self._job_id,
@@ -235,15 +262,41 @@ class TpuJobHandle:
             finished_at=snap.get("finished_at"),
         )
 
+    def _running_snapshot(self) -> dict[str, Any] | None:
+        """The state actor's snapshot while the supervisor runs; ``None`` once it has
+        returned (its state may be released) or when the actor cannot be reached."""
+        if self._future.done():
+            return None
+        try:
+            snap: dict[str, Any] = rget(self._state.snapshot.remote(), timeout=30)
+        except Exception:
+            return None
+        if JobStatus(snap.get("status", "running")).is_finished:
+            # Recorded but the supervisor has not returned yet (it is tearing down).
+            return {**snap, "status": "running"}
+        return snap
+
     def placement(self) -> list[dict[str, Any]]:
         """Where the current (or last) attempt runs: slice, worker, node id and IP per host."""
-        snap = rget(self._state.snapshot.remote(), timeout=30)
+        try:
+            snap = self._final or rget(self._state.snapshot.remote(), timeout=30)
+        except Exception:
+            if not self._future.done():
+                raise
+            snap = self._outcome()
         return list(snap.get("placement") or [])
 
     def wait_for_attempt(self, attempt: int, timeout: float) -> bool:
         """Blocks until attempt ``attempt`` has started; ``False`` on timeout or job end."""
-        snap = rget(self._state.wait_for_attempt.remote(attempt, timeout), timeout=timeout + 30)
-        return bool(snap["attempts"] >= attempt)
+        try:
+            snap = self._final or rget(
+                self._state.wait_for_attempt.remote(attempt, timeout), timeout=timeout + 30
+            )
+        except Exception:
+            if not self._future.done():
+                raise
+            snap = self._outcome()
+        return bool(snap.get("attempts", 0) >= attempt)
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         """Calls ``callback(handle)`` once the job is finished (at once if it already is)."""

@@ -147,9 +147,17 @@ class _JobStateImpl:
         with self._cond:
             return self._snapshot()
 
-    def first_cause_bytes(self) -> bytes | None:
+    def final(self) -> dict[str, Any]:
+        """Everything a handle keeps once the supervisor has returned, in one call: the
+        snapshot, every line still held (with how many were dropped before them) and the
+        first cause. The handle then releases this actor."""
         with self._cond:
-            return self.first_cause
+            return {
+                "snapshot": self._snapshot(),
+                "lines": list(self.lines),
+                "dropped": self.dropped,
+                "first_cause": self.first_cause,
+            }
 
     def wait_for_attempt(self, attempt: int, timeout: float) -> dict[str, Any]:
         """Blocks until attempt ``attempt`` started or the job finished (or ``timeout``)."""
