@@ -33,17 +33,24 @@ TARGET = 0.9
 # ~20 us (the first C library call of a job walks an environment the other processes have
 # pushed out of the cache) and restoring them ~6 us. Run in a loop inside one task, the
 # same wrapper costs 5 us: the rest is cache misses, as the cores switch between seven busy
-# processes. The driver's main thread adds ~5 us per submit and ~11 us per job to wait for
-# 200 in flight (the job record and handle, the id, batched settling). Finished job records
-# hold nothing else the garbage collector tracks (1.8 objects promoted to the oldest
-# generation per job, down from 6.8): one full collection (~70-120 ms here) per ~20,000
-# jobs instead of per ~8,000.
+# processes. The driver's main thread adds ~8 us per submit and ~9 us per job to wait for
+# 200 in flight (the job record and handle, the id, batched settling).
+# Split by side, for the batch row (200 jobs, medians of 70 alternating rounds): Fray's
+# worker function under a raw ray.get ~0.94-0.98x, Fray's driver with a bare function
+# ~0.95-0.96x, both ~0.90-0.92x. With num_cpus=2 (Ray's default here) instead of 4: the same
+# 0.90x, so oversubscribing the cores is not the cause.
+# Garbage collection: raw Ray's batch leaves nothing for the collector (no collection in
+# 20,000 jobs). A submitted Fray job adds 4 tracked objects (its record, lock, handle and
+# Ray ref; 6.25 before its done flag, refs list and watcher entry were shared or made
+# plain, plus a tuple per job while a waiter fetched them): young collections per 200-job
+# batch went from 1.8 to 0.9. Finished records stay in the history, so each is promoted
+# once: one full collection (~70-80 ms here) per ~20,000 jobs, ~3.5 us per job.
 # With 200 jobs in flight the run is CPU-bound (driver, workers, raylet and GCS share two
-# cores), so that work shows up in full, about 5-8% of a Ray task's CPU. Single repeats
+# cores), so that work shows up in full, about 8% of a Ray task's CPU. Single repeats
 # swing by +-10% on this machine (with the garbage collector off too), hence the rounds.
 _BATCH_MISS = (
     "CPU-bound on this machine: the driver, four workers, the raylet and the GCS share two "
-    "cores, and a Fray job's own work (~35 us in the worker, ~16 us in the driver) adds "
+    "cores, and a Fray job's own work (~35 us in the worker, ~17 us in the driver) adds "
     "about 5-8% to a Ray task's CPU; see the module's notes"
 )
 

@@ -306,7 +306,7 @@ def test_a_job_nobody_waits_for_is_still_retried_and_finished(
     marker = tmp_path / "attempts"
     handle = client.submit(fails_once(marker))
     job = handle._job  # pyright: ignore[reportPrivateUsage]
-    assert job.done.wait(120), "the job never finished without a waiter"
+    assert job.done_event().wait(120), "the job never finished without a waiter"
     assert marker.read_text() == "xx"
     assert job.status is JobStatus.SUCCEEDED
     assert job.value == "second attempt"

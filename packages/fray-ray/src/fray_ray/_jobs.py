@@ -22,7 +22,8 @@ import logging
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fray import JobInfo, JobRequest, JobStatus
@@ -41,9 +42,9 @@ _SUCCEEDED = JobStatus.SUCCEEDED
 
 
 class _Done:
-    """Whether a job has ended: ``flag``, read without a lock (and never written but by
-    :meth:`set`), with an ``Event`` made only for a thread that actually blocks on it (most
-    jobs end before anyone does)."""
+    """That a job has ended, for a thread that blocks until it has (``_Job.done_event``):
+    ``flag``, read without a lock (and never written but by :meth:`set`), with an ``Event``
+    made only once a thread actually blocks on it."""
 
     __slots__ = ("_event", "flag")
     _lock = threading.Lock()
@@ -51,9 +52,6 @@ class _Done:
     def __init__(self) -> None:
         self.flag = False
         self._event: threading.Event | None = None
-
-    def is_set(self) -> bool:
-        return self.flag
 
     def set(self) -> None:
         with self._lock:
@@ -74,7 +72,17 @@ class _Done:
         return event.wait(timeout)
 
 
-_FINISHED = _Done()  # what a job's ``done`` becomes once set (see ``_Job._ended``)
+class _Pending:
+    """A job's ``done`` until it ends or a thread blocks on it (``_Job.done_event``): one
+    shared object instead of one per job. It has only ``flag``; nothing ever sets it."""
+
+    __slots__ = ()
+    flag = False
+
+
+_PENDING = _Pending()
+_NO_OUTCOMES: Mapping[int, Any] = types.MappingProxyType({})  # shared, never changed
+_FINISHED = _Done()  # what a job's ``done`` becomes once it has ended (see ``_Job._ended``)
 _FINISHED.flag = True
 # What a job's ``lock`` becomes once it has ended. Every section under a job's lock first
 # looks at ``ended`` or ``done`` (both set before the swap) and then changes nothing that
@@ -91,8 +99,9 @@ class _Job:
     one more to promote to the oldest generation (enough promotions trigger a full
     collection, which walks everything the driver holds). So a record holds no container
     it does not need: output lines and done-callbacks start as the shared empty tuple and
-    are replaced, never mutated; once a job ends, its refs are dropped and its ``done`` and
-    ``lock`` become shared ones. A finished record is the job object alone."""
+    are replaced, never mutated; ``done`` is a shared object unless a thread blocks on it;
+    once a job ends, its refs are dropped and its ``done`` and ``lock`` become shared ones.
+    A finished record is the job object alone."""
 
     __slots__ = (
         "attempts",
@@ -136,7 +145,9 @@ class _Job:
         self.value: Any = None
         self.lines: Sequence[str] = ()  # replaced, never mutated
         self.lock = threading.Lock()
-        self.done = _Done()
+        # ``done.flag``: the job has ended and its end is recorded everywhere (read without
+        # a lock). A per-job ``_Done`` only once a thread blocks (``done_event``).
+        self.done: _Pending | _Done = _PENDING
         self.callbacks: Sequence[Callable[[], None]] = ()  # replaced, never mutated
         self.stop_requested = False
         self.submitted_at = time.time()
@@ -211,12 +222,26 @@ class _Job:
         callbacks, self.callbacks = self.callbacks, ()
         return callbacks
 
+    def has_ended(self) -> bool:
+        """``done.flag``, as a callable."""
+        return self.done.flag
+
+    def done_event(self) -> _Done:
+        """The job's ``done`` for a thread that blocks until the job has ended."""
+        with self.lock:  # against _ended's swap: a _Done made here is always set
+            done = self.done
+            if isinstance(done, _Pending):
+                done = self.done = _Done()
+            return done
+
     def _ended(self, callbacks: Sequence[Callable[[], None]]) -> None:
         """The second half of :meth:`finish`, outside the lock."""
         client = self.client
         client.job_finished(self)
-        self.done.set()
-        self.done = _FINISHED  # whoever holds the old one sees it set
+        with self.lock:
+            done, self.done = self.done, _FINISHED
+        if isinstance(done, _Done):
+            done.set()  # whoever blocks on it wakes
         self.lock = _FINISHED_LOCK
         client.progress()
         for callback in callbacks:
@@ -248,7 +273,17 @@ class CallableJob(_Job):
     """
 
     WATCH_AFTER = 0.5
-    __slots__ = ("claims", "env", "outcomes", "payload", "refs", "remote", "settled", "watched")
+    __slots__ = (
+        "_lone_ref",
+        "_refs",
+        "claims",
+        "env",
+        "outcomes",
+        "payload",
+        "remote",
+        "settled",
+        "watched",
+    )
 
     def __init__(
         self,
@@ -266,8 +301,10 @@ class CallableJob(_Job):
         # The wrapper as a Ray remote function with this request's options, the env vars it
         # sets itself, and the pickled entrypoint (see RayClient._prepared).
         self.remote, self.env, self.payload = prepared
-        self.refs: Sequence[Any] = [] if first is None else [first]
-        self.outcomes: dict[int, Outcome] = {}
+        self._lone_ref: Any = first
+        self._refs: Sequence[Any] = ()
+        # The current attempt's outcomes by replica, once one is recorded (``_record``).
+        self.outcomes: Mapping[int, Outcome] = _NO_OUTCOMES
         self.settled = 0
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
@@ -276,11 +313,26 @@ class CallableJob(_Job):
             self.started_at = self.submitted_at
             self.status = JobStatus.RUNNING
 
+    @property
+    def refs(self) -> Sequence[Any]:
+        """The Ray refs of the current attempt's replicas (none once the job has ended).
+        A lone replica's ref is kept without a container: one object less per job in
+        flight for the garbage collector."""
+        ref = self._lone_ref
+        return self._refs if ref is None else (ref,)
+
+    @refs.setter
+    def refs(self, refs: Sequence[Any]) -> None:
+        if len(refs) == 1:
+            self._lone_ref, self._refs = refs[0], ()
+        else:
+            self._lone_ref, self._refs = None, refs
+
     def _end(self, status: JobStatus) -> Sequence[Callable[[], None]] | None:
         callbacks = super()._end(status)
         if callbacks is not None:  # its Ray objects are no longer needed: let Ray free them
             self.refs = ()
-            self.outcomes = {}  # an empty dict is not tracked by the garbage collector
+            self.outcomes = _NO_OUTCOMES
         return callbacks
 
     def start(self) -> None:
@@ -293,7 +345,7 @@ class CallableJob(_Job):
             if self.started_at is None:
                 self.started_at = time.time()
             self.status = JobStatus.RUNNING
-            self.outcomes = {}
+            self.outcomes = _NO_OUTCOMES
             count = self.request.replica_count
             refs: list[Any] = []
             for index in range(count):
@@ -339,10 +391,11 @@ class CallableJob(_Job):
         self.watch(attempt)
         return False
 
-    def pending_into(self, owners: dict[Any, tuple[CallableJob, int, int]]) -> int:
+    def pending_into(self, owners: dict[Any, CallableJob], places: dict[Any, int]) -> int:
         """Adds the refs of the current attempt's replicas without an outcome yet (none
-        while the attempt is being settled) to ``owners``, as ``ref: (job, attempt,
-        index)``; returns how many."""
+        while the attempt is being settled) to ``owners`` (``ref: job``) and ``places``
+        (``ref: attempt * _SPAN + index``: an int, not a tuple the garbage collector would
+        count); returns how many."""
         with self.lock:
             if self.done.flag or self.settled == self.attempts:
                 return 0
@@ -350,7 +403,8 @@ class CallableJob(_Job):
             count = 0
             for index, ref in enumerate(self.refs):
                 if index not in outcomes:
-                    owners[ref] = (self, attempt, index)
+                    owners[ref] = self
+                    places[ref] = attempt * _SPAN + index
                     count += 1
             return count
 
@@ -361,7 +415,7 @@ class CallableJob(_Job):
         with self.lock:
             self.claims += 1
         try:
-            if len(self.refs) == 1:
+            if self._lone_ref is not None:
                 self._drive_one(deadline)
                 if self.done.flag:
                     return
@@ -378,10 +432,10 @@ class CallableJob(_Job):
 
         while True:
             with self.lock:
-                if self.ended or self.settled == self.attempts or len(self.refs) != 1:
+                ref = self._lone_ref
+                if self.ended or self.settled == self.attempts or ref is None:
                     return
                 attempt = self.attempts
-                ref = self.refs[0]
             try:
                 result = ray.get(
                     ref, timeout=None if deadline is None else max(deadline - time.monotonic(), 0)
@@ -422,7 +476,7 @@ class CallableJob(_Job):
                 return
             outcome = result if type(result) is Outcome else None
             if (
-                len(self.refs) == 1
+                self._lone_ref is not None
                 and (outcome is None or outcome.kind == "ok")
                 and not self.stop_requested
                 and not self.client.mirrors
@@ -454,7 +508,10 @@ class CallableJob(_Job):
         down takes the attempt down) and marks it settled."""
         if index in self.outcomes:
             return None
-        self.outcomes[index] = outcome
+        outcomes = self.outcomes
+        if not isinstance(outcomes, dict):  # the shared empty one: this attempt's own
+            outcomes = self.outcomes = {}
+        outcomes[index] = outcome
         bad = outcome.kind != "ok"
         complete = len(self.outcomes) == len(self.refs)
         if not (complete or bad):
@@ -547,7 +604,8 @@ def drive_jobs(
     open_jobs = {job for job in jobs if not job.done.flag}
     if not until_all and len(open_jobs) < len(jobs):
         return
-    owners: dict[Any, tuple[CallableJob, int, int]] = {}
+    owners: dict[Any, CallableJob] = {}  # the refs to fetch, and their jobs
+    places: dict[Any, int] = {}  # their attempts and replicas (see ``pending_into``)
     left: dict[CallableJob, int] = {}  # refs in ``owners`` per job
     # Jobs with no ref left to fetch but not done are being settled elsewhere (a failure,
     # a retry being started): nothing Ray can tell us about them.
@@ -567,10 +625,11 @@ def drive_jobs(
         if scanned != client.retry_generation():  # new attempts have new refs
             scanned = client.retry_generation()
             owners.clear()
+            places.clear()
             left.clear()
             settling.clear()
             for job in open_jobs:
-                count = job.pending_into(owners)
+                count = job.pending_into(owners, places)
                 left[job] = count
                 if not count:
                     settling.add(job)
@@ -599,7 +658,8 @@ def drive_jobs(
             flowing = bool(ready)
             ended = []
             for ref, result in zip(ready, _fetch(ready), strict=True):
-                job, attempt, index = owners.pop(ref)
+                job = owners.pop(ref)
+                attempt, index = divmod(places.pop(ref), _SPAN)
                 job._replica_done(attempt, index, result)  # pyright: ignore[reportPrivateUsage]
                 left[job] -= 1
                 if job.done.flag:
@@ -645,6 +705,7 @@ def _fetch(refs: list[Any]) -> list[Any]:
 
 
 _SETTLE_LOOK = 0.05
+_SPAN = 1 << 32  # more replicas than a job can have
 _LINGER = 0.05
 _LINGER_FROM = 16
 # wait_all over more jobs than this uses completion callbacks: a batched wait costs time in
@@ -656,15 +717,16 @@ class Watcher:
     """Registers completion callbacks for attempts nobody has waited on for ``delay``
     seconds (see ``CallableJob``): one thread per client, no polling.
 
-    Every attempt waits the same delay, so they fall due in the order they are added: a
-    queue that :meth:`add` appends to without a lock. The thread sleeps until the oldest
-    falls due and then takes everything due within the next ``TICK`` seconds (one wake-up
-    per tick, not per job); with nothing queued it sleeps until :meth:`add` wakes it.
+    Every attempt waits the same delay, so they fall due in the order they are added. The
+    queue holds one bucket per ``TICK``: the attempts added within a tick of the bucket's
+    first fall due together (up to a tick early). The thread sleeps until the oldest bucket
+    falls due and takes it whole (one wake-up per tick, not per job); with nothing queued it
+    sleeps until :meth:`add` wakes it.
 
-    The queue holds job ids, not jobs, and ``lookup`` finds an unfinished job by id (a job
-    that has ended needs no watching): an entry of plain values is not tracked by the
-    garbage collector, so the half second it waits does not make it a long-lived object
-    that counts towards a full collection.
+    A bucket holds job ids and attempt numbers in two lists, and ``lookup`` finds an
+    unfinished job by id (a job that has ended needs no watching): adding an attempt makes
+    no new object for the garbage collector to track, so the half second it waits counts
+    towards no collection.
     """
 
     TICK = 0.05
@@ -672,56 +734,67 @@ class Watcher:
     def __init__(self, delay: float, lookup: Callable[[str], CallableJob | None]) -> None:
         self.delay = delay
         self._lookup = lookup
-        self._queue: collections.deque[tuple[float, str, int]] = collections.deque()
+        # (due, job ids, attempts), oldest first; changed only under _lock.
+        self._queue: collections.deque[tuple[float, list[str], list[int]]] = collections.deque()
+        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._idle = False  # the thread is (about to be) asleep with nothing queued
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
         self._stopped = False
 
     def add(self, job: CallableJob, attempt: int) -> None:
-        self._queue.append((time.monotonic() + self.delay, job.job_id, attempt))
-        if self._thread is None:
-            self._start()
-        if self._idle:
-            self._wake.set()
-        if self._stopped:  # stop() may have drained the queue before this append
-            self._drain()
-
-    def _start(self) -> None:
-        with self._start_lock:
-            if self._thread is None and not self._stopped:
+        due = time.monotonic() + self.delay
+        with self._lock:
+            queue = self._queue
+            if queue and queue[-1][0] > due - self.TICK:
+                _due, ids, attempts = queue[-1]
+                ids.append(job.job_id)
+                attempts.append(attempt)
+            else:
+                queue.append((due, [job.job_id], [attempt]))
+            stopped = self._stopped
+            if self._thread is None and not stopped:
                 self._thread = threading.Thread(
                     target=self._run, name="fray-ray-watch", daemon=True
                 )
                 self._thread.start()
+        if self._idle:
+            self._wake.set()
+        if stopped:  # stop() has drained the queue: nobody else will
+            self._drain()
 
     def stop(self) -> None:
         """Watches everything still queued now, and ends the thread."""
-        self._stopped = True
+        with self._lock:
+            self._stopped = True
         self._wake.set()
         self._drain()
 
+    def _pop(self, until: float | None) -> tuple[list[str], list[int]] | None:
+        """Takes the oldest bucket if it is due by ``until`` (any bucket: ``None``)."""
+        with self._lock:
+            queue = self._queue
+            if not queue or (until is not None and queue[0][0] > until):
+                return None
+            _due, ids, attempts = queue.popleft()
+        return ids, attempts
+
     def _drain(self) -> None:
-        while True:
-            try:
-                _due, job_id, attempt = self._queue.popleft()
-            except IndexError:
-                return
-            job = self._lookup(job_id)
-            if job is not None:
-                job.watch(attempt)
+        while (bucket := self._pop(None)) is not None:
+            for job_id, attempt in zip(*bucket, strict=True):
+                job = self._lookup(job_id)
+                if job is not None:
+                    job.watch(attempt)
 
     def _run(self) -> None:
         while not self._stopped:
-            # stop() may empty the queue at any moment: every look at it can find it empty.
-            try:
-                due = self._queue[0][0]
-            except IndexError:
-                # Announce the sleep before looking again: an add() after the look sees it.
-                self._idle = True
-                if not self._queue:
-                    self._wake.wait()
+            with self._lock:
+                due = self._queue[0][0] if self._queue else None
+                if due is None:
+                    # Announced under the lock: an add() after this sees it and wakes us.
+                    self._idle = True
+            if due is None:
+                self._wake.wait()
                 self._wake.clear()
                 self._idle = False
                 continue
@@ -730,20 +803,18 @@ class Watcher:
                 self._wake.wait(wait)
                 self._wake.clear()
                 continue
-            self._take(time.monotonic() + self.TICK)
+            bucket = self._pop(time.monotonic())
+            if bucket is not None:
+                self._take(*bucket)
 
-    def _take(self, until: float) -> None:
-        """Handles the attempts due by ``until``."""
-        queue = self._queue
-        while not self._stopped:
-            try:
-                if queue[0][0] > until:
-                    return
-                _due, job_id, attempt = queue.popleft()
-            except IndexError:
-                return
+    def _take(self, ids: list[str], attempts: list[int]) -> None:
+        """Handles the attempts of a bucket that fell due."""
+        for job_id, attempt in zip(ids, attempts, strict=True):
             job = self._lookup(job_id)
             if job is None or job.done.flag:
+                continue
+            if self._stopped:  # stop() watches everything at once; this bucket is ours
+                job.watch(attempt)
                 continue
             try:
                 again = job.due(attempt)
@@ -863,7 +934,7 @@ class CommandJob(_Job):
         if submission_id is not None:
             api = self.client.jobs_api()
             api.stop_job(submission_id)
-        if not self.done.wait(60):
+        if not self.done_event().wait(60):
             self.finish(JobStatus.STOPPED)
 
     def live_lines(self) -> list[str]:
@@ -936,7 +1007,10 @@ class RayJobHandle:
     def _finished(self, timeout: float | None, raise_on_failure: bool) -> JobStatus:
         """The end of :meth:`wait`, once a callable job has been driven."""
         job = self._job
-        if not job.done.wait(0 if isinstance(job, CallableJob) else timeout):
+        # A callable job has been driven: it has ended or the time is up.
+        if not (
+            job.done.flag or (not isinstance(job, CallableJob) and job.done_event().wait(timeout))
+        ):
             raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
         if job.status is JobStatus.FAILED and raise_on_failure:
             _raise_for(job.job_id, job.status, job.error, job.cause)
@@ -964,7 +1038,7 @@ class RayJobHandle:
         client = job.client
         if not include_children:
             if follow:
-                yield from _follow(job.live_lines, job.done.is_set)
+                yield from _follow(job.live_lines, job.has_ended)
             else:
                 yield from job.live_lines()
             return
@@ -976,7 +1050,7 @@ class RayJobHandle:
             return lines
 
         if follow:
-            yield from _follow(read, job.done.is_set)
+            yield from _follow(read, job.has_ended)
         else:
             yield from read()
 
