@@ -15,6 +15,7 @@ import fray
 from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
 from fray_iris import IrisClient
+from fray_iris._convert import job_status as fray_status
 from fray_testing.conformance import entrypoints as ep
 
 pytestmark = pytest.mark.integration
@@ -296,3 +297,41 @@ def test_list_jobs_carries_iris_error_text(iris_client: IrisClient) -> None:
     [listed] = [info for info in iris_client.list_jobs() if info.job_id == job.job_id]
     assert listed.status is JobStatus.FAILED
     assert listed.error is not None and "kept text" in listed.error
+
+
+def test_finished_jobs_age_out_of_the_client(
+    iris_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A driver that runs jobs for days must not keep every handle (with its status, tasks
+    # and return value) it ever made: the client keeps the jobs not known to have finished
+    # and the last FRAY_JOB_HISTORY finished ones. It learns which have finished from its
+    # handles, or from one batched status call once enough jobs have gathered.
+    monkeypatch.setenv("FRAY_JOB_HISTORY", "1")
+    monkeypatch.setattr(IrisClient, "SWEEP_FROM", 2)
+    client = IrisClient(iris_cluster.url, results_url=iris_cluster.results_url)
+    tag = os.urandom(3).hex()
+
+    def submit(i: int) -> Any:
+        return client.submit(
+            JobRequest(name=f"age-{tag}-{i}", entrypoint=Entrypoint.from_callable(ep.echo, [i]))
+        )
+
+    try:
+        first, second = submit(0), submit(1)  # the first sweep: both still look unfinished
+        assert first.result(timeout=TIMEOUT) == 0  # its handle knows it has finished
+        states = client.iris._cluster_client.get_job_states  # the cluster's word, not a handle's
+        _eventually(
+            lambda: fray_status(states([second._wire])[second.iris_job_id]).is_finished,
+            "the second job to finish",
+        )
+        third, fourth = submit(2), submit(3)  # four gathered: the next sweep
+        assert client.get_job(fourth.job_id) is fourth  # unfinished, or the last to finish
+        # Both finished ones were seen; one finished job is kept, so the first is gone. It is
+        # still found on the cluster, under a new handle.
+        again = client.get_job(first.job_id)
+        assert again is not first
+        assert again.status() is JobStatus.SUCCEEDED and again.result() == 0
+        assert len(client._jobs) <= 3
+        assert [third.result(timeout=TIMEOUT), fourth.result(timeout=TIMEOUT)] == [2, 3]
+    finally:
+        client.shutdown()

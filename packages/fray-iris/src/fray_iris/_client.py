@@ -6,8 +6,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import logging
 import os
 import shlex
+import sys
 import threading
 import time
 import weakref
@@ -25,6 +27,7 @@ from iris.cluster.types import JobName, is_job_finished
 from iris.rpc import controller_pb2, job_pb2
 
 from fray import _client
+from fray._history import JobHistory
 from fray._local import _validate_actor_args
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
 from fray.environment_variables import FRAY_CLIENT_SPEC
@@ -44,6 +47,7 @@ from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 __all__ = ["IrisClient", "IrisJobHandle"]
 
 T = TypeVar("T")
+logger = logging.getLogger("fray.iris")
 
 _POLL_FIRST_S = 0.05
 _POLL_MAX_S = 1.0
@@ -546,7 +550,11 @@ class IrisClient:
             user=user,
             results=ResultStore(url) if url else None,
         )
-        self._jobs: dict[str, IrisJobHandle] = {}
+        # The jobs this client started: every one not known to have finished, and the last
+        # finished ones (FRAY_JOB_HISTORY). Which have finished is learnt from their handles
+        # and, once enough have gathered, from one batched status call (``_sweep``).
+        self._jobs: JobHistory[IrisJobHandle] = JobHistory()
+        self._sweep_at = self.SWEEP_FROM
         self._groups: list[Any] = []
         self._lock = threading.Lock()
         self.is_shutdown = False
@@ -642,8 +650,37 @@ class IrisClient:
             raise JobAlreadyExistsError(name, existing) from err
         handle = IrisJobHandle(self._session, job.job_id, replicas=kwargs.get("replicas"))
         with self._lock:
-            self._jobs[handle.job_id] = handle
+            self._jobs.add(handle.job_id, handle)
+            sweep = len(self._jobs.running) >= self._sweep_at
+            if sweep:
+                self._sweep_at = sys.maxsize  # one sweep at a time
+        if sweep:
+            self._sweep()
         return handle
+
+    SWEEP_FROM = 1_000  # unfinished-looking jobs before the first sweep
+
+    def _sweep(self) -> None:
+        """Lets finished jobs age out of ``_jobs``: asks the cluster, in one call, which of
+        the jobs not yet known to have finished have. The next sweep comes once twice as
+        many have gathered as are left running: a cost linear in the jobs submitted."""
+        with self._lock:
+            handles = list(self._jobs.running.values())
+        states: dict[str, int] | None = None
+        try:
+            unknown = [h._wire for h in handles if h._final is None]
+            with translate_errors("status of this client's jobs"):
+                raw = self._session.raw
+                states = raw._cluster_client.get_job_states(unknown) if unknown else {}
+        except FrayError as exc:  # looked at again at the next sweep
+            logger.debug("sweeping finished jobs failed: %s", exc)
+        finally:
+            with self._lock:
+                for handle in handles:
+                    state = None if states is None else states.get(handle.iris_job_id)
+                    if handle._final is not None or (state is not None and is_job_finished(state)):
+                        self._jobs.finished(handle.job_id)
+                self._sweep_at = max(2 * len(self._jobs.running), self.SWEEP_FROM)
 
     def _existing(self, name: str) -> IrisJobHandle | None:
         ctx = get_iris_ctx()
@@ -657,7 +694,8 @@ class IrisClient:
         """A handle to an existing Iris job, by Fray id (or Iris wire id)."""
         if not isinstance(job_id, str) or not job_id.strip("/"):
             raise InvalidRequestError.for_field("job_id", job_id, "must be a job id string")
-        known = self._jobs.get(job_id)
+        with self._lock:
+            known = self._jobs.get(job_id)
         if known is not None:
             return known
         try:
@@ -758,7 +796,7 @@ class IrisClient:
             if self.is_shutdown:
                 return
             self.is_shutdown = True
-            handles = list(self._jobs.values())
+            handles = list(self._jobs.running.values())  # the rest have finished
             groups = list(self._groups)
         for group in groups:
             group._mark_stopped()
