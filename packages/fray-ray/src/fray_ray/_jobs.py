@@ -1007,10 +1007,10 @@ class RayJobHandle:
     def _finished(self, timeout: float | None, raise_on_failure: bool) -> JobStatus:
         """The end of :meth:`wait`, once a callable job has been driven."""
         job = self._job
-        # A callable job has been driven: it has ended or the time is up.
-        if not (
-            job.done.flag or (not isinstance(job, CallableJob) and job.done_event().wait(timeout))
-        ):
+        ended = job.done.flag
+        if not ended and not isinstance(job, CallableJob):  # a command job: blocks here
+            ended = job.done_event().wait(timeout)
+        if not ended:  # a callable job has been driven: the time is up
             raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
         if job.status is JobStatus.FAILED and raise_on_failure:
             _raise_for(job.job_id, job.status, job.error, job.cause)
