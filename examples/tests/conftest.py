@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,9 +73,22 @@ class ExampleRun:
     @property
     def final_line(self) -> str:
         """The program's own last line (``<name>: ...``). Ray forwards the jobs' output to
-        the driver asynchronously, so some of it may come after."""
-        lines = [line for line in self.output.splitlines() if line.startswith(f"{self.name}: ")]
+        the driver asynchronously from a thread of its own, so some of it may come after;
+        and as it writes a job's line and its newline in two writes, the program's own line
+        may land between them, glued to the end of that forwarded line."""
+        marker = f"{self.name}: "
+        lines: list[str] = []
+        for line in self.output.splitlines():
+            if line.startswith(marker):
+                lines.append(line)
+            elif _RAY_FORWARDED.match(line) and marker in line:
+                lines.append(line[line.rindex(marker) :])
         return lines[-1] if lines else ""
+
+
+# The prefix Ray puts on a job's output line forwarded to the driver: "(name pid=N)", maybe
+# with an ip and colour codes around it.
+_RAY_FORWARDED = re.compile(r"^(?:\x1b\[[0-9;]*m)?\([^)]*\bpid=\d+[^)]*\)")
 
 
 def _marked(marker: str) -> list[psutil.Process]:
