@@ -132,3 +132,17 @@ def test_local_client_keeps_unfinished_jobs_and_the_last_finished(
         assert held.wait(timeout=30) is JobStatus.SUCCEEDED
         listed = [info.job_id for info in client.list_jobs()]
         assert listed == [held.job_id, rest_ids[2]]  # in submission order
+
+
+def test_an_id_that_runs_again_is_not_dropped_for_its_earlier_end() -> None:
+    # Iris reuses a finished job's name, and so its id: the job runs again, and its earlier
+    # end must not count against it.
+    history: JobHistory[str] = JobHistory(limit=1)
+    history.add("a", "first a")
+    history.finished("a")
+    history.add("a", "second a")  # submitted again under the same id
+    history.add("b", "b")
+    history.finished("b")  # one finished job kept: "b"; "a" runs
+    assert history.get("a") == "second a" and list(history.running) == ["a"]
+    history.finished("a")  # now "a" is the last to finish
+    assert list(history) == ["a"]

@@ -60,12 +60,15 @@ class JobHistory(Generic[J]):
         self.limit = job_history_limit() if limit is None else limit
         self.jobs: dict[str, J] = {}
         self.running: dict[str, J] = {}
-        self._finished: collections.deque[str] = collections.deque()
+        # Finished ids, oldest first: an id is here at most once, and never while it runs.
+        self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def add(self, job_id: str, job: J) -> None:
-        """A new job (unfinished)."""
+        """A new job (unfinished). An id may come back (Iris reuses a finished job's name):
+        it runs again, so it is no longer among the finished ones to drop."""
         self.jobs[job_id] = job
         self.running[job_id] = job
+        self._finished.pop(job_id, None)
 
     def finished(self, job_id: str) -> None:
         """Records that a job finished (once; later calls change nothing), dropping the
@@ -73,10 +76,10 @@ class JobHistory(Generic[J]):
         if self.running.pop(job_id, None) is None:
             return
         finished = self._finished
-        finished.append(job_id)
+        finished[job_id] = None
         jobs = self.jobs
         while len(finished) > self.limit:
-            jobs.pop(finished.popleft(), None)
+            jobs.pop(finished.popitem(last=False)[0], None)
 
     def get(self, job_id: str) -> J | None:
         return self.jobs.get(job_id)

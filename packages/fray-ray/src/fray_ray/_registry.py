@@ -12,6 +12,7 @@ sees lines while the job runs. Trivial jobs never touch it.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Any
@@ -40,7 +41,7 @@ class JobRegistry:
         self._children: dict[str, dict[str, None]] = {}  # ordered sets of child ids
         self._results: dict[str, Any] = {}
         self._stops: set[str] = set()
-        self._finished: dict[str, None] = {}  # in the order they finished
+        self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def ping(self) -> bool:
         return True
@@ -74,8 +75,7 @@ class JobRegistry:
             return
         finished[job_id] = None
         while len(finished) > self._limit:
-            old = next(iter(finished))
-            del finished[old]
+            old, _ = finished.popitem(last=False)  # the oldest to finish
             record = self._records.pop(old, None) or {}
             self._logs.pop(old, None)
             self._results.pop(old, None)
