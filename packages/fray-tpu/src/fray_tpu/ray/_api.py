@@ -132,19 +132,12 @@ class TpuJobHandle:
 
     def status(self) -> JobStatus:
         """The job's current status."""
-        if self._future.done():
+        snap = self._running_snapshot()
+        if snap is not None:
+            return JobStatus(snap["status"])
+        if self._future.done():  # ended (its state may be released): the copy says
             return JobStatus(self._outcome()["status"])
-        try:
-            snap = rget(self._state.snapshot.remote(), timeout=30)
-        except Exception:
-            if self._future.done():  # it ended meanwhile, and its state was released
-                return JobStatus(self._outcome()["status"])
-            return JobStatus.RUNNING
-        status = JobStatus(snap["status"])
-        if status.is_finished:
-            # Recorded but the supervisor has not returned yet (it is tearing down).
-            return JobStatus.RUNNING
-        return status
+        return JobStatus.RUNNING  # the state actor could not be reached
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
