@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fray._tpu import TPU_TOPOLOGIES
+from fray.topology import TPU_TOPOLOGIES
 from fray_cli_support import cli_env, fray, import_quietly
 
 main = import_quietly("fray.cli").main
@@ -126,7 +126,7 @@ def test_import_fray_and_the_parser_stay_light() -> None:
     code = (
         "import sys, fray, fray.cli\n"
         "fray.cli.build_parser()\n"
-        "heavy = [m for m in ('fsspec', 'ray', 'jax', 'iris', 'fray._local', 'fray.migrate') "
+        "heavy = [m for m in ('fsspec', 'ray', 'jax', 'iris', 'fray.local', 'fray.migrate') "
         "if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

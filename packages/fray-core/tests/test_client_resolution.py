@@ -203,7 +203,7 @@ def test_import_fray_is_light() -> None:
     code = (
         "import sys, fray\n"
         "heavy = [m for m in ('ray', 'jax', 'iris', 'fsspec', 'fray_ray', 'fray_iris', "
-        "'fray_tpu', 'fray_testing', 'cloudpickle', 'fray._local', 'pydantic', 'fray._types') "
+        "'fray_tpu', 'fray_testing', 'cloudpickle', 'fray.local', 'pydantic', 'fray._types') "
         "if m in sys.modules]\n"
         "print(','.join(heavy))"
     )

@@ -1,6 +1,6 @@
 """Faults on LocalClient: each ends in its documented state, leaves no process, never hangs.
 
-Documented states (``fray._local``): a job process killed by a signal other than terminate()'s
+Documented states (``fray.local``): a job process killed by a signal other than terminate()'s
 is a preemption, retried under ``max_retries_preemption`` and FAILED once it is spent; a stopped
 actor raises ``ActorDiedError`` on every later call; ``shutdown()`` and ``terminate()`` stop
 whole process trees, children first; nothing outlives the driver.

@@ -20,7 +20,7 @@ from fray import (
     LocalClient,
     wait_all,
 )
-from fray._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
+from fray.backend import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
 from fray.environment_variables import FRAY_JOB_HISTORY
 
 

@@ -1,4 +1,4 @@
-"""Tests for the TPU slice type table in ``fray._tpu``.
+"""Tests for the TPU slice type table in ``fray.topology``.
 
 The module is loaded straight from its file so these tests do not depend on the rest
 of the ``fray`` package importing cleanly.
@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-_TPU_PATH = Path(__file__).resolve().parents[1] / "src" / "fray" / "_tpu.py"
+_TPU_PATH = Path(__file__).resolve().parents[1] / "src" / "fray" / "topology.py"
 
 
 def _load_tpu_module() -> ModuleType:

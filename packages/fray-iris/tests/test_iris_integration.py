@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import fray
+import fray.backend
 from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
 from fray_iris import IrisClient
@@ -184,7 +185,7 @@ def test_worker_loss_is_retried_as_a_preemption(iris_client: IrisClient, tmp_pat
 
 def spawn_child_with_current_client(child_name: str) -> dict[str, Any]:
     """Inside a job: the auto-detected client, and a child job submitted with it."""
-    client, reason = fray._client.explain_current_client()
+    client, reason = fray.backend.explain_current_client()
     print("parent says hi", flush=True)
     child = client.submit(
         JobRequest(name=child_name, entrypoint=Entrypoint.from_callable(ep.print_lines, ["kid"]))

@@ -40,7 +40,6 @@ from fray.errors import (
 )
 
 if TYPE_CHECKING:
-    from fray._local import LocalClient, current_job_id, task_index
     from fray._protocols import (
         ActorFuture,
         ActorGroup,
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
         create_environment,
         parse_memory,
     )
+    from fray.local import LocalClient, current_job_id, task_index
 
 __version__ = "0.1.0"
 
@@ -114,9 +114,9 @@ __all__ = [
 
 # Loaded on first use: the request types pull in pydantic, the backends much more.
 _LAZY = {
-    "LocalClient": "fray._local",
-    "current_job_id": "fray._local",
-    "task_index": "fray._local",
+    "LocalClient": "fray.local",
+    "current_job_id": "fray.local",
+    "task_index": "fray.local",
     **dict.fromkeys(
         ("ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"),
         "fray._protocols",

@@ -83,7 +83,7 @@ class _Backend:
 
 
 _BUILTIN: dict[str, _Backend] = {
-    "local": _Backend("fray._local", "LocalClient", "fray-core", None),
+    "local": _Backend("fray.local", "LocalClient", "fray-core", None),
     "ray": _Backend("fray_ray", "RayClient", "fray-ray", "ray"),
     "iris": _Backend("fray_iris", "IrisClient", "fray-iris", "iris"),
     "fake": _Backend("fray_testing", "FakeClient", "fray-testing", "testing"),

@@ -1,15 +1,14 @@
 """Runs a pickled callable in a job process: ``python -m fray._runner PAYLOAD RESULT``.
 
 The payload is ``cloudpickle.dumps((fn, args, kwargs))``. The result file receives
-``("ok", value)`` or ``("error", exception, traceback_text)``; an exception that cannot be
-pickled is replaced by a ``RuntimeError`` carrying its type and text.
+``("ok", value)`` or ``("error", exception, traceback_text)`` (see
+``fray.backend.call_outcome``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 
 def _write(path: str, record: object) -> None:
@@ -25,28 +24,22 @@ def _write(path: str, record: object) -> None:
 def main() -> int:
     import cloudpickle
 
+    from fray.backend import call_outcome, exit_code_of
+
     payload_path, result_path = sys.argv[1], sys.argv[2]
     with open(payload_path, "rb") as f:
         fn, args, kwargs = cloudpickle.loads(f.read())
+    outcome = call_outcome(fn, args, kwargs)
+    if outcome[0] == "error":
+        sys.stderr.write(outcome[2])
     try:
-        value = fn(*args, **kwargs)
-    except BaseException as exc:
-        text = traceback.format_exc()
-        sys.stderr.write(text)
-        try:
-            _write(result_path, ("error", exc, text))
-        except Exception:
-            _write(result_path, ("error", RuntimeError(f"{type(exc).__name__}: {exc}"), text))
-        code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
-        return code or 1
-    try:
-        _write(result_path, ("ok", value))
+        _write(result_path, outcome)
     except Exception as exc:
         message = f"the job's return value could not be pickled: {type(exc).__name__}: {exc}"
         sys.stderr.write(message + "\n")
-        _write(result_path, ("error", RuntimeError(message), message))
-        return 1
-    return 0
+        outcome = ("error", RuntimeError(message), message)
+        _write(result_path, outcome)
+    return exit_code_of(outcome)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from fray import _tpu
+from fray import topology as _tpu
 from fray.errors import InvalidRequestError
 
 __all__ = [

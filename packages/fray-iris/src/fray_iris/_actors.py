@@ -22,7 +22,7 @@ from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName, is_job_finished
 from iris.rpc import actor_pb2
 
-from fray._types import ActorConfig, JobRequest, JobStatus, ResourceConfig
+from fray import ActorConfig, JobRequest, JobStatus, ResourceConfig
 from fray.errors import (
     ActorDiedError,
     ActorError,
@@ -85,7 +85,7 @@ def actor_job(
 
 
 def _placeholder_entrypoint() -> Any:
-    from fray._types import Entrypoint
+    from fray import Entrypoint
 
     return Entrypoint.from_callable(host_actor)
 

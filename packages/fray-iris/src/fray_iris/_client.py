@@ -26,10 +26,17 @@ from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName, is_job_finished
 from iris.rpc import controller_pb2, job_pb2
 
-from fray import _client
-from fray._history import JobHistory
-from fray._local import _validate_actor_args
-from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
+from fray import (
+    ActorConfig,
+    ClientSpec,
+    JobInfo,
+    JobRequest,
+    JobStatus,
+    ResourceConfig,
+    TpuConfig,
+)
+from fray.backend import JobHistory, forget_default_client
+from fray.backend import validate_actor_args as _validate_actor_args
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import (
     FrayError,
@@ -560,7 +567,7 @@ class IrisClient:
         self.is_shutdown = False
 
     @classmethod
-    def from_spec(cls, spec: _client.ClientSpec) -> IrisClient:
+    def from_spec(cls, spec: ClientSpec) -> IrisClient:
         """Builds a client from ``iris://host:port[?ws=PATH]``, or, for the spec ``iris`` that
         ``current_client()`` uses inside an Iris job, from that job's own Iris context."""
         spec.reject_unknown({"ws"}, address=True)
@@ -815,10 +822,10 @@ class IrisClient:
                     _wait_finished(self._session, live, include_descendants=True)
             except FrayError:
                 self._session.close()
-                _client.forget_default(self)
+                forget_default_client(self)
                 raise
         self._session.close()
-        _client.forget_default(self)
+        forget_default_client(self)
 
 
 def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:

@@ -28,7 +28,7 @@ from iris.cluster.types import (
 )
 from iris.rpc import job_pb2
 
-from fray._types import (
+from fray import (
     CpuConfig,
     EnvironmentConfig,
     GpuConfig,

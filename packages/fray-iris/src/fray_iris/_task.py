@@ -120,14 +120,14 @@ class _Serving:
         self.on_exit: Callable[[], None] = lambda: None
 
     def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        from fray._actor import _current as current_actor
+        from fray.backend import bind_actor, unbind_actor
         from fray.errors import ActorDiedError
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if self.closed:
                 raise ActorDiedError(f"actor {self.name} has exited")
             with self.gate:
-                token = current_actor.set(self.context)
+                token = bind_actor(self.context)
                 try:
                     return method(*args, **kwargs)
                 except SystemExit as exc:
@@ -139,7 +139,7 @@ class _Serving:
                 except BaseException as exc:
                     raise _portable(exc) from None
                 finally:
-                    current_actor.reset(token)
+                    unbind_actor(token)
 
         return call
 
@@ -175,8 +175,8 @@ def host_actor(
     from iris.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
 
-    from fray._actor import ActorContext
-    from fray._actor import _current as current_actor
+    from fray import ActorContext
+    from fray.backend import bind_actor, unbind_actor
     from fray_iris._actors import IrisActorHandle
 
     job_wire, index = _enter_task(results_url)
@@ -186,7 +186,7 @@ def host_actor(
     endpoint = f"{job_wire}/{actor_name}"
     handle = IrisActorHandle(endpoint, job_wire, info.controller_address)
     context = ActorContext(handle, index, group_name)
-    token = current_actor.set(context)
+    token = bind_actor(context)
     try:
         instance = actor_class(*args, **kwargs)
     except BaseException as exc:
@@ -200,7 +200,7 @@ def host_actor(
         sys.stderr.flush()
         return
     finally:
-        current_actor.reset(token)
+        unbind_actor(token)
 
     if _loopback_controller(info.controller_address):
         bind, advertise = "127.0.0.1", "127.0.0.1"

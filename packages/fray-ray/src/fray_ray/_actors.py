@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fray import ActorContext, JobStatus
-from fray._actor import _current as _current_actor
+from fray.backend import bind_actor, bind_client, unbind_actor, unbind_client
 from fray.errors import ActorDiedError, ActorError, InvalidRequestError, JobTimeoutError
 
 if TYPE_CHECKING:
@@ -40,20 +40,19 @@ class ActorHost:
         group: str,
         registry: str,
     ) -> None:
-        from fray import _client
         from fray_ray._client import RayClient
 
         self._client = RayClient.for_job(namespace, registry)
         self._context = ActorContext(RayActorHandle(name, namespace), index, group)
-        _client._explicit.set(self._client)
+        bind_client(self._client)
         self._init_error: BaseException | None = None
-        token = _current_actor.set(self._context)
+        token = bind_actor(self._context)
         try:
             self._instance = cls(*args, **kwargs)
         except BaseException as exc:  # reported by fray_ready, with its own type
             self._init_error = exc
         finally:
-            _current_actor.reset(token)
+            unbind_actor(token)
 
     def fray_ready(self) -> bool:
         if self._init_error is not None:
@@ -66,12 +65,10 @@ _RESERVED = frozenset(("fray_ready",))
 
 def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Runs the user's ``method`` with the actor's context set."""
-    from fray import _client
-
     if host._init_error is not None:
         raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
-    token = _current_actor.set(host._context)
-    client_token = _client._explicit.set(host._client)
+    token = bind_actor(host._context)
+    client_token = bind_client(host._client)
     try:
         return getattr(host._instance, method)(*args, **kwargs)
     except SystemExit:
@@ -82,8 +79,8 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
         exit_actor()
         raise
     finally:
-        _client._explicit.reset(client_token)
-        _current_actor.reset(token)
+        unbind_client(client_token)
+        unbind_actor(token)
 
 
 def _forward(method: str) -> Any:

@@ -14,9 +14,16 @@ import time
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
-from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
-from fray import _client as fray_client
-from fray._history import JobHistory, job_history_limit
+from fray import (
+    ActorConfig,
+    ClientSpec,
+    JobInfo,
+    JobRequest,
+    JobStatus,
+    ResourceConfig,
+    TpuConfig,
+)
+from fray.backend import JobHistory, forget_default_client, job_history_limit
 from fray.environment_variables import FRAY_CLIENT_SPEC, FRAY_JOB_ID
 from fray.errors import (
     ActorError,
@@ -261,7 +268,7 @@ class RayClient:
         self._dashboard = getattr(context, "dashboard_url", None) or None
 
     @classmethod
-    def from_spec(cls, spec: fray_client.ClientSpec) -> RayClient:
+    def from_spec(cls, spec: ClientSpec) -> RayClient:
         """``ray``, ``ray?namespace=N`` or ``ray://host:port[?namespace=N]``."""
         spec.reject_unknown({"namespace"}, address=True)
         address = f"ray://{spec.address}" if spec.address is not None else None
@@ -696,7 +703,7 @@ class RayClient:
         Preemptible actors restart when they die (``max_restarts=-1`` unless
         ``actor_config`` says otherwise); ``preemptible=False`` pins them to the head node.
         """
-        from fray._local import _validate_actor_args
+        from fray.backend import validate_actor_args as _validate_actor_args
 
         self._check_open()
         _validate_actor_args(actor_class, name, count, resources, actor_config)
@@ -798,7 +805,7 @@ class RayClient:
             thread.join(timeout=120)
         self._watcher.stop()
         self.executor.shutdown(wait=wait)
-        fray_client.forget_default(self)
+        forget_default_client(self)
         if self._owns_ray:
             import ray
 

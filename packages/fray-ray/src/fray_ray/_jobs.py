@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fray import JobInfo, JobRequest, JobStatus
-from fray._handles import check_result
+from fray.backend import check_result
 from fray.errors import FrayError, JobFailedError, JobTimeoutError
 from fray_ray._convert import is_preemption
 from fray_ray._worker import Outcome, outcome_of
@@ -93,7 +93,7 @@ _FINISHED_LOCK = threading.Lock()
 
 class _Job:
     """Bookkeeping shared by callable and command jobs. Slotted: a client keeps thousands of
-    these (its history, see ``fray._history``).
+    these (its history, see ``fray.backend.JobHistory``).
 
     Every object a record holds that the garbage collector tracks is one more to walk, and
     one more to promote to the oldest generation (enough promotions trigger a full

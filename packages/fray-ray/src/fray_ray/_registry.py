@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from fray._history import DEFAULT_JOB_HISTORY
+from fray.backend import DEFAULT_JOB_HISTORY
 
 __all__ = ["JobRegistry"]
 

@@ -25,8 +25,7 @@ import traceback
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from fray import _client
-from fray._logbuf import restore_output, route_output
+from fray.backend import bind_client, restore_output, route_output, unbind_client
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 
 __all__ = ["Outcome", "bound", "current_job", "execute", "job_token", "outcome_of"]
@@ -376,7 +375,7 @@ def _run(
     undo = environ.swap(
         ((FRAY_JOB_ID, job_id), (FRAY_TASK_INDEX, str(index)), (FRAY_NUM_TASKS, str(count)), *env)
     )
-    client_token = _client._explicit.set(client)
+    client_token = bind_client(client)
     output = _Output(job_id, namespace, registry)
     routed = route_output(output, echo)
     result: Any = None
@@ -391,7 +390,7 @@ def _run(
     finally:
         restore_output(routed)
         client.end_children_of(job_id)
-        _client._explicit.reset(client_token)
+        unbind_client(client_token)
         environ.restore(undo)
         output.close()
     if failure is not None:

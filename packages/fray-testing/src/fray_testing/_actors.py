@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from fray import ActorConfig, ActorContext, JobStatus, ResourceConfig, set_current_client
-from fray._actor import _current as _current_actor  # pyright: ignore[reportPrivateUsage]
+from fray import ActorConfig, ActorContext, JobStatus, ResourceConfig
+from fray.backend import ActorMember, BaseActorGroup, binding, validate_actor_args
 from fray.errors import ActorDiedError, ActorError, InvalidRequestError
 from fray_testing._records import ActorCall, ActorCreation, Record
 
@@ -26,22 +25,19 @@ if TYPE_CHECKING:
 
 __all__ = ["FakeActorFuture", "FakeActorGroup", "FakeActorHandle", "FakeActorMethod"]
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _REGISTRY: weakref.WeakValueDictionary[str, _FakeActor] = weakref.WeakValueDictionary()
 
 
-class _FakeActor:
+class _FakeActor(ActorMember):
     def __init__(self, system: _ActorSystem, key: str, name: str, index: int, group: str) -> None:
+        handle = FakeActorHandle(key)
+        super().__init__(index, name, handle)
         self.system = system
         self.key = key
-        self.name = name
-        self.index = index
         self.group = group
         self.instance: Any = None
-        self.status = JobStatus.PENDING
-        self.error: BaseException | None = None
         self.lock = threading.RLock()
-        self.context = ActorContext(FakeActorHandle(key), index, group)
+        self.context = ActorContext(handle, index, group)
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
@@ -122,76 +118,17 @@ class FakeActorHandle:
         return f"FakeActorHandle({self.name!r})"
 
 
-class FakeActorGroup:
+class FakeActorGroup(BaseActorGroup):
     """``count`` fake actors; satisfies ``fray.ActorGroup``. Every ``__init__`` has run by
     the time the group exists, so nothing here waits."""
 
     def __init__(self, system: _ActorSystem, name: str, actors: list[_FakeActor]) -> None:
+        super().__init__(name, actors)
         self._system = system
-        self.name = name
-        self._actors = actors
-        self._yielded: set[int] = set()
+        self.actors = actors
 
-    @property
-    def ready_count(self) -> int:
-        """Actors ready to take calls."""
-        return sum(1 for a in self._actors if a.status is JobStatus.RUNNING)
-
-    def __len__(self) -> int:
-        return len(self._actors)
-
-    def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
-        """Handles of the first ``count`` ready actors (all by default).
-
-        Raises:
-            InvalidRequestError: ``count`` is not between 0 and the group size.
-            ActorError: Fewer than ``count`` actors are ready (the first failed actor's
-                error is chained).
-        """
-        del timeout  # nothing is ever still starting
-        total = len(self._actors)
-        want = total if count is None else count
-        if isinstance(want, bool) or not isinstance(want, int) or not 0 <= want <= total:
-            raise InvalidRequestError.for_field(
-                "wait_ready.count", count, f"must be an integer from 0 to the group size {total}"
-            )
-        ready = [a for a in self._actors if a.status is JobStatus.RUNNING]
-        if len(ready) < want:
-            failed = next((a for a in self._actors if a.error is not None), None)
-            raise ActorError(
-                f"only {len(ready)} of {total} actors of {self.name} are ready, {want} were "
-                "asked for" + (f"; {failed.name} failed: {failed.error!r}" if failed else "")
-            ) from (failed.error if failed else None)
-        handles = ready[:want]
-        with self._system.lock:
-            self._yielded.update(a.index for a in handles)
-        return [a.context.handle for a in handles]
-
-    def discover_new(self) -> list[Any]:
-        """Handles of ready actors not returned before."""
-        with self._system.lock:
-            fresh = [
-                a
-                for a in self._actors
-                if a.status is JobStatus.RUNNING and a.index not in self._yielded
-            ]
-            self._yielded.update(a.index for a in fresh)
-        return [a.context.handle for a in fresh]
-
-    def statuses(self) -> list[JobStatus]:
-        """One status per actor: RUNNING, FAILED (init raised, or killed) or STOPPED."""
-        return [a.status for a in self._actors]
-
-    def is_done(self) -> bool:
-        """Whether every actor has stopped for good."""
-        return all(a.status.is_finished for a in self._actors)
-
-    def shutdown(self) -> None:
-        """Stops every actor; later calls raise ``ActorDiedError``."""
-        self._system.stop(self._actors)
-
-    def __repr__(self) -> str:
-        return f"FakeActorGroup({self.name!r}, ready={self.ready_count}/{len(self._actors)})"
+    def _stop(self, members: list[ActorMember]) -> None:
+        self._system.stop(self.actors)
 
 
 @dataclasses.dataclass
@@ -226,7 +163,7 @@ class _ActorSystem:
         actor_config: ActorConfig | None,
         group: bool,
     ) -> FakeActorGroup:
-        _validate(actor_class, name, count, resources, actor_config)
+        validate_actor_args(actor_class, name, count, resources, actor_config)
         with self.lock:
             taken = [
                 f"{name}-{i}"
@@ -256,20 +193,16 @@ class _ActorSystem:
     def _construct(
         self, actor: _FakeActor, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        token = _current_actor.set(actor.context)
         try:
-            with set_current_client(self.client):
+            with binding(client=self.client, actor=actor.context):
                 instance = cls(*args, **kwargs)
         except (KeyboardInterrupt, GeneratorExit):
             raise
         except BaseException as exc:
-            actor.error = exc
-            actor.status = JobStatus.FAILED
+            actor.set_status(JobStatus.FAILED, exc)
         else:
             actor.instance = instance
-            actor.status = JobStatus.RUNNING
-        finally:
-            _current_actor.reset(token)
+            actor.set_status(JobStatus.RUNNING)
 
     def names_matching(self, name: str) -> set[str]:
         with self.lock:
@@ -323,11 +256,8 @@ class _ActorSystem:
 
     def _die(self, actor: _FakeActor, error: BaseException) -> None:
         with self.lock:
-            if actor.status.is_finished:
-                return
-            actor.status = JobStatus.FAILED
-            actor.error = error
-            actor.instance = None
+            if actor.set_status(JobStatus.FAILED, error):
+                actor.instance = None
 
     def call(
         self, actor: _FakeActor, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -344,22 +274,18 @@ class _ActorSystem:
             instance = actor.instance
             if instance is None:  # stopped while this call waited for the previous one
                 raise actor.died_error()
-            token = _current_actor.set(actor.context)
             try:
-                with set_current_client(self.client):
+                with binding(client=self.client, actor=actor.context):
                     return getattr(instance, method)(*args, **kwargs)
             except SystemExit as exc:  # ends the actor, as it ends a real actor's process
                 died = ActorDiedError(f"actor {actor.name} exited (SystemExit({exc.code!r}))")
                 self._die(actor, died)
                 raise died from None
-            finally:
-                _current_actor.reset(token)
 
     def stop(self, actors: list[_FakeActor]) -> None:
         with self.lock:
             for actor in actors:
-                if not actor.status.is_finished:
-                    actor.status = JobStatus.STOPPED
+                actor.set_status(JobStatus.STOPPED)
                 actor.instance = None
 
     def shutdown_all(self) -> None:
@@ -367,18 +293,3 @@ class _ActorSystem:
             groups = list(self.groups)
         for group in groups:
             group.shutdown()
-
-
-def _validate(actor_class: Any, name: Any, count: Any, resources: Any, actor_config: Any) -> None:
-    if not isinstance(actor_class, type):
-        raise InvalidRequestError.for_field("actor_class", actor_class, "must be a class")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise InvalidRequestError.for_field(
-            "name", name, "actor names are 1-128 letters, digits, '-', '_' and '.'"
-        )
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InvalidRequestError.for_field("count", count, "must be an integer >= 1")
-    if resources is not None and not isinstance(resources, ResourceConfig):
-        raise InvalidRequestError.for_field("resources", resources, "must be a ResourceConfig")
-    if actor_config is not None and not isinstance(actor_config, ActorConfig):
-        raise InvalidRequestError.for_field("actor_config", actor_config, "must be an ActorConfig")

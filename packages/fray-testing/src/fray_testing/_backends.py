@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from fray import ClientSpec, register_backend
-from fray import _client as client_registry  # pyright: ignore[reportPrivateUsage]
+from fray.backend import backend_factories, isolated_shared_clients
 
 __all__ = ["REAL_BACKENDS", "RealBackendError", "forbid_real_backends"]
 
@@ -40,16 +40,14 @@ def forbid_real_backends(schemes: Sequence[str] = REAL_BACKENDS) -> Iterator[Non
     Clients built from the environment before the block are hidden during it. A client class
     constructed directly (``LocalClient()``) is an explicit choice and is not blocked.
     """
-    registered: dict[str, Callable[[ClientSpec], Any]] = client_registry._REGISTERED  # pyright: ignore[reportPrivateUsage]
+    registered: dict[str, Callable[[ClientSpec], Any]] = backend_factories()
     saved = {scheme: registered[scheme] for scheme in schemes if scheme in registered}
-    shared = client_registry._defaults  # pyright: ignore[reportPrivateUsage]
     for scheme in schemes:
         register_backend(scheme, _refuse)
-    client_registry._defaults = {}  # pyright: ignore[reportPrivateUsage]
     try:
-        yield
+        with isolated_shared_clients():
+            yield
     finally:
-        client_registry._defaults = shared  # pyright: ignore[reportPrivateUsage]
         for scheme in schemes:
             if scheme in saved:
                 registered[scheme] = saved[scheme]

@@ -298,7 +298,7 @@ class LocalRayCluster:
         Returns:
             The hosts, index = TPU worker id.
         """
-        from fray._tpu import get_tpu_topology
+        from fray.topology import get_tpu_topology
 
         topology = get_tpu_topology(tpu_type)
         if name is None:

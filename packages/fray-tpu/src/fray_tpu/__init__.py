@@ -11,7 +11,7 @@
   ``run_on_pod`` and ``submit_tpu_job``.
 """
 
-from fray._tpu import (
+from fray.topology import (
     TPU_TOPOLOGIES,
     TpuTopology,
     UnknownTpuTypeError,

@@ -165,7 +165,7 @@ def build_resources(args: argparse.Namespace) -> ResourceConfig:
         raise UsageError("--slices", f"{args.slices} is not valid; must be an integer >= 1")
     try:
         if args.tpu is not None:
-            from fray._tpu import UnknownTpuTypeError, canonical_tpu_name
+            from fray.topology import UnknownTpuTypeError, canonical_tpu_name
 
             try:
                 canonical_tpu_name(args.tpu)
@@ -312,7 +312,7 @@ def _open_client(spec: str | None) -> tuple[Any, bool]:
         return client, getattr(client, "scheme", None) == "local"
     parsed = parse_client_spec(spec)
     if parsed.scheme == "local":
-        from fray._local import LocalClient
+        from fray.local import LocalClient
 
         parsed.reject_unknown({"threads"}, address=False)
         return LocalClient(max_threads=parsed.param_int("threads"), echo_logs=False), True
@@ -357,7 +357,7 @@ def _run(
     mask: Callable[[str], str],
     store: StateStore | None,
 ) -> int:
-    from fray._local import grace_seconds
+    from fray.local import grace_seconds
 
     stop_signal: list[int] = []
 

@@ -6,14 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from fray._tpu import (
+from fray.cli._common import UsageError, print_json, print_table
+from fray.topology import (
     TPU_TOPOLOGIES,
     TpuTopology,
     UnknownTpuTypeError,
     get_tpu_topology,
     tpu_generations,
 )
-from fray.cli._common import UsageError, print_json, print_table
 
 __all__ = ["add_parser"]
 

@@ -17,8 +17,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fray import JobInfo, JobRequest, JobStatus, TpuConfig
-from fray._tpu import get_tpu_topology
 from fray.errors import InvalidRequestError, JobTimeoutError
+from fray.topology import get_tpu_topology
 from fray_tpu import environment_variables as ev
 from fray_tpu._errors import TpuJobFailedError, TpuSchedulingError
 from fray_tpu._multislice import DEFAULT_MEGASCALE_PORT

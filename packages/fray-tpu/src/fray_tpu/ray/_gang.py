@@ -21,7 +21,7 @@ import ray
 from ray import exceptions as rx
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from fray._tpu import TpuTopology, canonical_tpu_name
+from fray.topology import TpuTopology, canonical_tpu_name
 from fray_tpu.ray._host import TpuHost
 from fray_tpu.ray._util import rget
 

@@ -25,7 +25,7 @@ import cloudpickle
 import ray
 from ray import exceptions as rx
 
-from fray._tpu import get_tpu_topology
+from fray.topology import get_tpu_topology
 from fray_tpu._multislice import multislice_env
 from fray_tpu.ray._gang import (
     ClaimStopped,

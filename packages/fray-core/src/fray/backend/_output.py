@@ -1,7 +1,14 @@
-"""Line buffers for job output, and routing of thread jobs' ``print`` into them."""
+"""Line buffers for job output, and the router that sends ``print`` output of code running
+inside a job to that job's buffer.
+
+The router stands in for ``sys.stdout``/``sys.stderr`` once any job output is routed; where
+text goes is a context variable, so each thread (and each ``contextvars.Context``) routes on
+its own and code outside any job writes straight through.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import io
 import sys
 import threading
@@ -114,7 +121,9 @@ def follow_many(
 # ---------------------------------------------------------------------------------------------
 # Routing print() of thread jobs
 
-_route = threading.local()
+_route: contextvars.ContextVar[tuple[LineSink, bool] | None] = contextvars.ContextVar(
+    "fray_output_route", default=None
+)
 
 
 class _Router(io.TextIOBase):
@@ -124,7 +133,7 @@ class _Router(io.TextIOBase):
         self._target = target
 
     def write(self, text: str) -> int:  # type: ignore[override]
-        sink: tuple[LineSink, bool] | None = getattr(_route, "sink", None)
+        sink = _route.get()
         if sink is None:
             return self._target.write(text)
         sink[0].write(text)
@@ -163,7 +172,8 @@ def _ensure_routers() -> None:
 
 
 class capture_into:
-    """Context manager: in this thread, route ``print`` output into ``buffer``."""
+    """Context manager: in this context, route ``print`` output into ``buffer`` (and also to
+    the real stream when ``echo``)."""
 
     def __init__(self, buffer: LineSink, echo: bool) -> None:
         self._buffer = buffer
@@ -182,14 +192,14 @@ def route_output(sink: LineSink, echo: bool) -> Any:
     output into ``sink`` and returns what :func:`restore_output` takes to undo it."""
     if not (type(sys.stdout) is _Router and type(sys.stderr) is _Router):
         _ensure_routers()
-    previous = getattr(_route, "sink", None)
-    _route.sink = (sink, echo)
+    previous = _route.get()
+    _route.set((sink, echo))
     return previous
 
 
 def restore_output(previous: Any) -> None:
     """Undoes :func:`route_output` (``previous``: what it returned)."""
-    _route.sink = previous
+    _route.set(previous)
 
 
 def echo_stream() -> TextIO:

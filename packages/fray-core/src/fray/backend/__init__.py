@@ -1,0 +1,91 @@
+"""The seam for backend authors: what every Fray backend shares, written once.
+
+A backend is a client class plus the few hooks only it can write::
+
+    JobRecord          one job's bookkeeping and state machine: status, attempts, both
+                       retry budgets (one set of messages), timestamps, value, callbacks
+    BaseJobHandle      wait / result / logs (tails, follow) / info / add_done_callback over
+                       the hooks _terminate, _lines and, where state is polled, _refresh
+    ActorMember        one actor as its group sees it (handle, status, error)
+    BaseActorGroup     wait_ready / discover_new / statuses / is_done / shutdown over
+                       members, with the hook _stop (and _refresh where states are polled)
+    BaseClient         context manager, create_actor as a group of one, _check_open
+    JobHistory         the jobs a client answers for (unfinished + the last N finished)
+    bind_client, bind_actor, binding
+                       what current_client() / current_actor() answer inside user code
+    LogBuffer, route_output, restore_output, capture_into
+                       whole-line output buffers and the per-thread stdout/stderr router
+    call_outcome, portable_error, exit_code_of
+                       running a job's callable into an outcome that travels
+
+Backends import only public names of fray-core: this module, ``fray``, ``fray.errors``,
+``fray.environment_variables`` and ``fray.topology``. The conformance suite in
+``fray_testing.conformance`` is the contract; see docs/writing-a-backend.md.
+"""
+
+from __future__ import annotations
+
+from fray.backend._binding import (
+    backend_factories,
+    bind_actor,
+    bind_client,
+    binding,
+    current_actor_context,
+    explain_current_client,
+    forget_default_client,
+    isolated_shared_clients,
+    unbind_actor,
+    unbind_client,
+)
+from fray.backend._client import BaseClient, check_request
+from fray.backend._group import ActorMember, BaseActorGroup, validate_actor_args
+from fray.backend._handle import BaseJobHandle, check_max_lines, check_result
+from fray.backend._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
+from fray.backend._output import (
+    LineSink,
+    LogBuffer,
+    capture_into,
+    echo_stream,
+    follow_many,
+    merge_logs,
+    restore_output,
+    route_output,
+)
+from fray.backend._record import JobRecord
+from fray.backend._runner import call_outcome, exit_code_of, portable_error
+
+__all__ = [
+    "DEFAULT_JOB_HISTORY",
+    "ActorMember",
+    "BaseActorGroup",
+    "BaseClient",
+    "BaseJobHandle",
+    "JobHistory",
+    "JobRecord",
+    "LineSink",
+    "LogBuffer",
+    "backend_factories",
+    "bind_actor",
+    "bind_client",
+    "binding",
+    "call_outcome",
+    "capture_into",
+    "check_max_lines",
+    "check_request",
+    "check_result",
+    "current_actor_context",
+    "echo_stream",
+    "exit_code_of",
+    "explain_current_client",
+    "follow_many",
+    "forget_default_client",
+    "isolated_shared_clients",
+    "job_history_limit",
+    "merge_logs",
+    "portable_error",
+    "restore_output",
+    "route_output",
+    "unbind_actor",
+    "unbind_client",
+    "validate_actor_args",
+]

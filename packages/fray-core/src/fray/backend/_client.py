@@ -1,0 +1,97 @@
+"""What every client shares: the context manager, ``create_actor`` as a group of one, and
+the checks a request goes through before a backend sees it."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, ClassVar, Self, TypeVar
+
+from fray._types import ActorConfig, JobRequest, ResourceConfig
+from fray.errors import FrayError, InvalidRequestError
+
+__all__ = ["BaseClient", "check_request"]
+
+T = TypeVar("T")
+
+
+def check_request(request: Any) -> JobRequest:
+    """``request`` if it is a :class:`fray.JobRequest`.
+
+    Raises:
+        InvalidRequestError: It is not.
+    """
+    if not isinstance(request, JobRequest):
+        raise InvalidRequestError.for_field("submit.request", request, "must be a fray.JobRequest")
+    return request
+
+
+class BaseClient:
+    """The plumbing of a client. A backend writes ``submit``, ``get_job``, ``list_jobs``,
+    ``create_actor_group`` and ``shutdown`` (which sets :attr:`is_shutdown`).
+
+    Attributes:
+        scheme: The backend's spec prefix (``local``, ``ray``, ...).
+        is_shutdown: Whether ``shutdown()`` has run.
+    """
+
+    scheme: ClassVar[str] = ""
+    is_shutdown: bool = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stops the client's jobs and actors and releases what it holds."""
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        """Raises once the client has been shut down."""
+        if self.is_shutdown:
+            raise FrayError(f"this {type(self).__name__} has been shut down; create a new one")
+
+    def create_actor_group(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        count: int,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Creates ``count`` actors named ``{name}-{i}``; see ``fray.Client``."""
+        raise NotImplementedError
+
+    def create_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Creates one actor (a group of one, named ``{name}-0``) and returns its handle
+        once its ``__init__`` has run.
+
+        Raises:
+            ActorError: ``__init__`` raised (chained as ``__cause__``).
+        """
+        group = self.create_actor_group(
+            actor_class,
+            *args,
+            name=name,
+            count=1,
+            resources=resources,
+            actor_config=actor_config,
+            **kwargs,
+        )
+        return group.wait_ready(timeout=None)[0]

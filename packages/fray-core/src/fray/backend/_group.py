@@ -1,0 +1,218 @@
+"""The actor group, written once over its members' states, and the checks every backend's
+``create_actor_group`` makes."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from fray._types import ActorConfig, JobStatus, ResourceConfig
+from fray.errors import ActorError, InvalidRequestError, JobTimeoutError
+
+__all__ = ["ActorMember", "BaseActorGroup", "validate_actor_args"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_GONE = (JobStatus.FAILED, JobStatus.STOPPED)
+
+
+def validate_actor_args(
+    actor_class: Any, name: Any, count: Any, resources: Any, actor_config: Any
+) -> None:
+    """The checks of ``create_actor``/``create_actor_group``'s arguments.
+
+    Raises:
+        InvalidRequestError: Naming the argument, its value and what is allowed.
+    """
+    if not isinstance(actor_class, type):
+        raise InvalidRequestError.for_field("actor_class", actor_class, "must be a class")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InvalidRequestError.for_field(
+            "name", name, "actor names are 1-128 letters, digits, '-', '_' and '.'"
+        )
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidRequestError.for_field("count", count, "must be an integer >= 1")
+    if resources is not None and not isinstance(resources, ResourceConfig):
+        raise InvalidRequestError.for_field("resources", resources, "must be a ResourceConfig")
+    if actor_config is not None and not isinstance(actor_config, ActorConfig):
+        raise InvalidRequestError.for_field("actor_config", actor_config, "must be an ActorConfig")
+
+
+class ActorMember:
+    """One actor of a group, as its group sees it: a handle and a state.
+
+    Backends subclass it to hold what they need (a Ray ready-ref, an Iris job) and report
+    changes with :meth:`set_status`.
+
+    Attributes:
+        index: Its index in the group, from 0.
+        name: ``{group}-{index}``.
+        handle: The handle callers use.
+        status: PENDING until its ``__init__`` has run, then RUNNING, FAILED or STOPPED.
+        error: What made it FAILED, if known.
+    """
+
+    def __init__(self, index: int, name: str, handle: Any) -> None:
+        self.index = index
+        self.name = name
+        self.handle = handle
+        self.status = JobStatus.PENDING
+        self.error: BaseException | None = None
+        self._group: BaseActorGroup | None = None
+
+    def set_status(self, status: JobStatus, error: BaseException | None = None) -> bool:
+        """Moves the member on (a FAILED or STOPPED member stays so); returns whether it
+        changed, and wakes whoever waits on its group."""
+        group = self._group
+        if group is None:
+            return self._apply(status, error)
+        with group._cond:  # pyright: ignore[reportPrivateUsage]
+            changed = self._apply(status, error)
+            if changed:
+                group._cond.notify_all()  # pyright: ignore[reportPrivateUsage]
+        return changed
+
+    def _apply(self, status: JobStatus, error: BaseException | None) -> bool:
+        if self.status in _GONE or self.status is status:
+            return False
+        self.status = status
+        if error is not None:
+            self.error = error
+        return True
+
+
+class BaseActorGroup:
+    """``count`` actors of one class: ``wait_ready``, ``discover_new``, ``statuses``,
+    ``is_done`` and ``shutdown``, the same on every backend.
+
+    A backend reports member changes through :meth:`ActorMember.set_status` and writes
+    :meth:`_stop`; where states are learnt by asking (Ray, Iris), :meth:`_refresh` too.
+    """
+
+    def __init__(self, name: str, members: Sequence[ActorMember]) -> None:
+        self.name = name
+        self._members = list(members)
+        self._cond = threading.Condition(threading.Lock())
+        self._yielded: set[int] = set()
+        self._stopped = False
+        for member in self._members:
+            member._group = self  # pyright: ignore[reportPrivateUsage]
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    #: Whether member states are learnt by asking (:meth:`_refresh`) rather than reported
+    #: as they change.
+    polls = False
+
+    def _refresh(self, timeout: float) -> None:
+        """Where :attr:`polls`: learns member changes, waiting up to ``timeout`` for one
+        (0: only look)."""
+
+    def _stop(self, members: list[ActorMember]) -> None:
+        """Stops these actors for good."""
+        raise NotImplementedError
+
+    # -- the group ---------------------------------------------------------------------------
+
+    @property
+    def members(self) -> list[ActorMember]:
+        """The group's actors, by index."""
+        return self._members
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    @property
+    def ready_count(self) -> int:
+        """Actors ready to take calls now."""
+        self._refresh(0)
+        return sum(1 for m in self._members if m.status is JobStatus.RUNNING)
+
+    def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
+        """Waits until ``count`` actors (all by default) are ready; returns their handles.
+
+        Raises:
+            InvalidRequestError: ``count`` is not an integer from 0 to the group size.
+            ActorError: Too many actors failed for ``count`` to become ready (the first
+                failure is chained).
+            JobTimeoutError: ``timeout`` seconds passed first.
+        """
+        total = len(self._members)
+        want = total if count is None else count
+        if isinstance(want, bool) or not isinstance(want, int) or not 0 <= want <= total:
+            raise InvalidRequestError.for_field(
+                "wait_ready.count", count, f"must be an integer from 0 to the group size {total}"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        step = 0.0
+        while True:
+            self._refresh(step)
+            with self._cond:
+                ready = [m for m in self._members if m.status is JobStatus.RUNNING][:want]
+                if len(ready) >= want:
+                    self._yielded.update(m.index for m in ready)
+                    return [m.handle for m in ready]
+                self._raise_if_unreachable(want)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise JobTimeoutError(
+                        f"only {len(ready)}/{want} actors of {self.name} ready after {timeout}s"
+                    )
+                step = 0.25 if left is None else min(left, 0.25)
+                if not self.polls:  # checked and waited under one lock: no change is missed
+                    self._cond.wait(step)
+
+    def _raise_if_unreachable(self, want: int) -> None:
+        total = len(self._members)
+        gone = [m for m in self._members if m.status in _GONE]
+        if total - len(gone) >= want:
+            return
+        first = next((m for m in gone if m.error is not None), None)
+        message = (
+            f"only {total - len(gone)} of {total} actors of {self.name} can become ready, "
+            f"{want} were asked for"
+        )
+        cause: BaseException | None = None
+        if first is not None:
+            message += f"; {first.name} failed: {type(first.error).__name__}: {first.error}"
+            cause = first.error
+            if isinstance(cause, ActorError) and cause.__cause__ is not None:
+                cause = cause.__cause__
+        raise ActorError(message) from cause
+
+    def discover_new(self) -> list[Any]:
+        """Handles of ready actors not returned by an earlier ``wait_ready``/``discover_new``."""
+        self._refresh(0)
+        with self._cond:
+            fresh = [
+                m
+                for m in self._members
+                if m.status is JobStatus.RUNNING and m.index not in self._yielded
+            ]
+            self._yielded.update(m.index for m in fresh)
+        return [m.handle for m in fresh]
+
+    def statuses(self) -> list[JobStatus]:
+        """One status per actor: PENDING, RUNNING, FAILED or STOPPED."""
+        self._refresh(0)
+        return [m.status for m in self._members]
+
+    def is_done(self) -> bool:
+        """Whether every actor of the group has stopped for good."""
+        return all(s in _GONE for s in self.statuses())
+
+    def shutdown(self) -> None:
+        """Stops every actor of the group; later calls fail with ``ActorDiedError``."""
+        with self._cond:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._stop(list(self._members))
+        for member in self._members:
+            member.set_status(JobStatus.STOPPED)
+
+    def __repr__(self) -> str:
+        ready = sum(1 for m in self._members if m.status is JobStatus.RUNNING)
+        return f"{type(self).__name__}({self.name!r}, ready={ready}/{len(self._members)})"

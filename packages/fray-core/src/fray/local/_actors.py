@@ -1,0 +1,282 @@
+"""Local actors: instances in the driver process, each call run in arrival order (at most
+``max_concurrency`` at a time), their handles pickling by key."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any
+
+from fray._actor import ActorContext
+from fray._types import ActorConfig, JobStatus
+from fray.backend import (
+    ActorMember,
+    BaseActorGroup,
+    bind_actor,
+    bind_client,
+    unbind_actor,
+    unbind_client,
+)
+from fray.errors import ActorDiedError, ActorError, JobTimeoutError
+
+if TYPE_CHECKING:
+    from fray.local._client import LocalClient
+
+__all__ = ["LocalActor", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
+
+
+class _Mailbox:
+    """Runs an actor's calls in arrival order, at most ``limit`` at a time.
+
+    A blocking call on an idle actor runs directly in the caller's thread (no hand-off);
+    otherwise calls queue for the actor's worker threads.
+    """
+
+    def __init__(self, actor: LocalActor, limit: int) -> None:
+        self._actor = actor
+        self._limit = limit
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[tuple[Future[Any], str, tuple[Any, ...], dict[str, Any]]]
+        self._queue = collections.deque()
+        self._active = 0
+        self._workers: list[threading.Thread] = []
+        self._idle_workers = 0
+        self._closed = False
+
+    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with self._cond:
+            if self._closed:
+                raise self._actor.died_error()
+            inline = self._active < self._limit and not self._queue
+            if inline:
+                self._active += 1
+        if not inline:
+            return self.submit(method, args, kwargs).result()
+        try:
+            return self._actor.invoke(method, args, kwargs)
+        finally:
+            with self._cond:
+                self._active -= 1
+                if self._queue:
+                    self._cond.notify()
+
+    def submit(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
+        future: Future[Any] = _LocalActorFuture()
+        with self._cond:
+            if self._closed:
+                raise self._actor.died_error()
+            self._queue.append((future, method, args, kwargs))
+            if self._idle_workers == 0 and len(self._workers) < self._limit:
+                worker = threading.Thread(
+                    target=self._work, name=f"fray-actor-{self._actor.name}", daemon=True
+                )
+                self._workers.append(worker)
+                worker.start()
+            else:
+                self._cond.notify()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (not self._queue or self._active >= self._limit):
+                    self._idle_workers += 1
+                    self._cond.wait()
+                    self._idle_workers -= 1
+                if self._closed:
+                    return
+                future, method, args, kwargs = self._queue.popleft()
+                self._active += 1
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(self._actor.invoke(method, args, kwargs))
+                except BaseException as exc:
+                    future.set_exception(exc)
+            with self._cond:
+                self._active -= 1
+                if self._queue:
+                    self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            pending = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        for future, *_ in pending:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(self._actor.died_error())
+        current = threading.current_thread()
+        for worker in self._workers:
+            if worker is not current:
+                worker.join(timeout=5)
+
+
+class _LocalActorFuture(Future[Any]):
+    """A ``concurrent.futures.Future`` whose timeout is a ``JobTimeoutError``."""
+
+    def result(self, timeout: float | None = None) -> Any:
+        try:
+            return super().result(timeout)
+        except FutureTimeout:
+            if self.done():
+                raise
+            raise JobTimeoutError(f"actor call did not finish within {timeout}s") from None
+
+
+class LocalActor(ActorMember):
+    """One local actor: its instance, its mailbox and its context."""
+
+    def __init__(
+        self, client: LocalClient, key: str, name: str, index: int, group: str, config: ActorConfig
+    ) -> None:
+        handle = LocalActorHandle(key)
+        super().__init__(index, name, handle)
+        self.client = client
+        self.key = key
+        self.group_name = group
+        self.instance: Any = None
+        self.ready = threading.Event()
+        self.mailbox = _Mailbox(self, config.max_concurrency)
+        self.context = ActorContext(handle, index, group)
+
+    def died_error(self) -> ActorDiedError:
+        return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
+
+    def invoke(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        token = bind_actor(self.context)
+        client_token = bind_client(self.client)
+        try:
+            return getattr(self.instance, method)(*args, **kwargs)
+        except SystemExit as exc:
+            # As on Ray and Iris, where it ends the actor's process: the actor is gone.
+            self.set_status(JobStatus.FAILED, exc)
+            self.mailbox.close()
+            raise ActorDiedError(f"actor {self.name} exited (SystemExit({exc.code!r}))") from None
+        finally:
+            unbind_client(client_token)
+            unbind_actor(token)
+
+    def construct(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Runs the class's ``__init__`` (in its own thread) and reports the outcome."""
+        token = bind_actor(self.context)
+        client_token = bind_client(self.client)
+        try:
+            instance = cls(*args, **kwargs)
+        except BaseException as exc:
+            self.set_status(JobStatus.FAILED, exc)
+            self.mailbox.close()
+        else:
+            self.instance = instance
+            self.set_status(JobStatus.RUNNING)
+        finally:
+            unbind_client(client_token)
+            unbind_actor(token)
+            self.ready.set()
+
+
+_ACTORS: dict[str, LocalActor] = {}
+_ACTORS_LOCK = threading.Lock()
+_STOPPED_ACTORS: set[str] = set()  # keys of actors that were shut down in this process
+
+
+def register(actor: LocalActor) -> None:
+    """Makes ``actor`` reachable by its key in this process."""
+    with _ACTORS_LOCK:
+        _ACTORS[actor.key] = actor
+
+
+def unregister(actor: LocalActor) -> None:
+    """Makes ``actor``'s key answer that it was shut down."""
+    with _ACTORS_LOCK:
+        _ACTORS.pop(actor.key, None)
+        _STOPPED_ACTORS.add(actor.key)
+
+
+def _lookup_actor(key: str) -> LocalActor:
+    actor = _ACTORS.get(key)
+    if actor is None:
+        if key in _STOPPED_ACTORS:
+            raise ActorDiedError(f"actor {key.rsplit('/', 1)[-1]} was shut down")
+        raise ActorError(
+            f"local actor {key!r} is not in this process. Local actors live in the driver "
+            "process: call them from the driver or from thread jobs of the same LocalClient "
+            "(a job with env vars or isolation='process' runs in another process)"
+        )
+    return actor
+
+
+class LocalActorMethod:
+    """``handle.method``: call it, or ``.remote()`` it for a future."""
+
+    __slots__ = ("_handle", "_method")
+
+    def __init__(self, handle: LocalActorHandle, method: str) -> None:
+        self._handle = handle
+        self._method = method
+
+    def remote(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Starts the call; returns a future."""
+        return self._handle._actor().mailbox.submit(self._method, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Calls and waits."""
+        return self._handle._actor().mailbox.call(self._method, args, kwargs)
+
+
+class LocalActorHandle:
+    """Handle to a local actor. Pickles by name; resolves in the same process."""
+
+    __slots__ = ("_key", "_resolved")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._resolved: LocalActor | None = None
+
+    @property
+    def name(self) -> str:
+        """The actor's name."""
+        return self._key.rsplit("/", 1)[-1]
+
+    def _actor(self) -> LocalActor:
+        actor = self._resolved
+        if actor is None:
+            actor = _lookup_actor(self._key)
+            self._resolved = actor
+        if actor.status is not JobStatus.RUNNING:
+            if actor.status is JobStatus.PENDING:
+                actor.ready.wait()
+            if actor.status is not JobStatus.RUNNING:
+                raise actor.died_error()
+        return actor
+
+    def __getattr__(self, method: str) -> LocalActorMethod:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return LocalActorMethod(self, method)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LocalActorHandle, (self._key,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalActorHandle) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"LocalActorHandle({self.name!r})"
+
+
+class LocalActorGroup(BaseActorGroup):
+    """``count`` in-process actors; see ``fray.ActorGroup``."""
+
+    def __init__(self, client: LocalClient, name: str, actors: list[LocalActor]) -> None:
+        super().__init__(name, actors)
+        self._client = client
+        self.actors = actors
+
+    def _stop(self, members: list[ActorMember]) -> None:
+        self._client._stop_actors(self.actors)  # pyright: ignore[reportPrivateUsage]

@@ -1,0 +1,367 @@
+"""LocalClient: jobs and actors on this machine, with the semantics of a real cluster.
+
+Callables run in threads of this process unless they need a process (env vars, TPU hosts,
+``isolation="process"``); commands always run in processes. Every process job runs in its
+own session under a small guardian (``_reaper.py``), so ``terminate()`` stops the whole
+process tree and nothing outlives the driver, even if the driver is killed.
+
+Resource requests are validated but not enforced: this machine runs what it is given.
+Accelerators are simulated: a TPU job runs one process per VM of each slice with the env a
+real slice gives (``TPU_WORKER_ID``, ``TPU_NAME``, ``MEGASCALE_*`` for multislice) and
+``JAX_PLATFORMS=cpu``; GPU jobs run on the CPU. Regions, zones and ``preemptible`` have no
+meaning on one machine and are accepted as no-ops.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import weakref
+from typing import Any, TypeVar
+
+from fray._client import ClientSpec
+from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
+from fray.backend import (
+    BaseClient,
+    JobHistory,
+    check_request,
+    forget_default_client,
+    validate_actor_args,
+)
+from fray.environment_variables import FRAY_JOB_ID
+from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
+from fray.local._actors import LocalActor, LocalActorGroup, LocalActorHandle, register, unregister
+from fray.local._jobs import LocalJob, LocalJobHandle, current_job, grace_seconds
+from fray.local._processes import attempt_process, kill_all, signal_replicas, write_payload
+from fray.local._threads import JobThreads, Terminated, attempt_thread, inject_stop
+
+__all__ = ["LocalClient"]
+
+logger = logging.getLogger("fray.local")
+T = TypeVar("T")
+
+_THREAD_STOP_WAIT_S = 0.5
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+
+
+class LocalClient(BaseClient):
+    """Runs jobs and actors on this machine. See the module docstring for the semantics.
+
+    Args:
+        max_threads: Most jobs that run at once (more wait as PENDING); ``None`` for no limit
+            beyond 1024.
+        echo_logs: Also copy job output to this process's stdout.
+    """
+
+    scheme = "local"
+
+    def __init__(self, max_threads: int | None = None, *, echo_logs: bool = True) -> None:
+        if max_threads is not None and (
+            isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
+        ):
+            raise InvalidRequestError.for_field(
+                "LocalClient.max_threads", max_threads, "must be an integer >= 1, or None"
+            )
+        self.max_threads = max_threads
+        self.echo_logs = echo_logs
+        self._uid = secrets.token_hex(4)
+        self._pool = JobThreads(max_threads or 1024)
+        self._history: JobHistory[LocalJob] = JobHistory()
+        self.grace = grace_seconds()  # checked now, not when a job is being stopped
+        self._groups: list[LocalActorGroup] = []
+        self._actor_names: set[str] = set()
+        self._lock = threading.RLock()
+        self._tmp: str | None = None
+        self.is_shutdown = False
+        self._finalizer = weakref.finalize(self, kill_all, self._history.jobs)
+
+    @classmethod
+    def from_spec(cls, spec: ClientSpec) -> LocalClient:
+        """Builds a client from ``local`` or ``local?threads=N``."""
+        spec.reject_unknown({"threads"}, address=False)
+        return cls(max_threads=spec.param_int("threads"))
+
+    def __repr__(self) -> str:
+        return f"LocalClient(max_threads={self.max_threads}, jobs={len(self._history)})"
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> LocalJobHandle:
+        """Starts a job. Local job names need not be unique: each submit is a new job, so
+        ``adopt_existing`` has nothing to adopt."""
+        del adopt_existing
+        check_request(request)
+        self._check_open()
+        process = self._needs_process(request)
+        self._check_packages(request)
+        parent = current_job.get()
+        if parent is not None and parent.client is not self:
+            parent = None
+        prefix = parent.job_id if parent is not None else os.environ.get(FRAY_JOB_ID)
+        job_id = f"{request.name}-{secrets.token_hex(4)}"
+        if prefix:
+            job_id = f"{prefix}/{job_id}"
+        job = LocalJob(self, job_id, request, parent)
+        if process and request.entrypoint.is_callable:
+            write_payload(job, os.path.join(self._workdir(), job_id.replace("/", "__")))
+        with self._lock:
+            self._check_open()
+            self._history.add(job_id, job)
+            if parent is not None:
+                with parent.lock:
+                    parent.children.append(job)
+        self._pool.submit(self._run_job, job, process)
+        return LocalJobHandle(job)
+
+    def get_job(self, job_id: str) -> LocalJobHandle:
+        """A handle to a job of this client, by id."""
+        job = self._history.get(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id, self._history.not_found(job_id, "LocalClient"))
+        return LocalJobHandle(job)
+
+    def list_jobs(self) -> list[JobInfo]:
+        """Every unfinished job of this client and its most recent finished ones (see
+        ``FRAY_JOB_HISTORY``), in submission order."""
+        with self._lock:
+            jobs = self._history.values()
+        return [LocalJobHandle(job).info() for job in jobs]
+
+    @staticmethod
+    def _needs_process(request: JobRequest) -> bool:
+        is_tpu = isinstance(request.resources.device, TpuConfig)
+        has_env = bool(request.environment and request.environment.env_vars)
+        if request.isolation == "thread":
+            reason = None
+            if not request.entrypoint.is_callable:
+                reason = "a command always runs in a process"
+            elif has_env:
+                reason = "env vars need a process of their own"
+            elif is_tpu:
+                reason = "TPU hosts each need a process with their own env"
+            if reason:
+                raise InvalidRequestError.for_field(
+                    "JobRequest.isolation", "thread", f"{reason}; use 'auto' or 'process'"
+                )
+            return False
+        if request.isolation == "process":
+            return True
+        return not request.entrypoint.is_callable or has_env or is_tpu
+
+    @staticmethod
+    def _check_packages(request: JobRequest) -> None:
+        env = request.environment
+        if env is None:
+            return
+        for requirement in env.pip_packages:
+            name = _requirement_name(requirement)
+            try:
+                importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                raise InvalidRequestError.for_field(
+                    "EnvironmentConfig.pip_packages",
+                    requirement,
+                    "the local backend runs jobs in this Python environment and does not "
+                    f"install packages; {name} is not installed here (pip install it, or "
+                    "run on Ray or Iris, which install pip_packages per job)",
+                ) from None
+        if env.docker_image is not None:
+            raise InvalidRequestError.for_field(
+                "EnvironmentConfig.docker_image",
+                env.docker_image,
+                "the local backend cannot run containers; leave it unset to run here",
+            )
+
+    def _workdir(self) -> str:
+        with self._lock:
+            if self._tmp is None:
+                self._tmp = tempfile.mkdtemp(prefix=f"fray-local-{self._uid}-")
+            return self._tmp
+
+    def _run_job(self, job: LocalJob, process: bool) -> None:
+        try:
+            if not job.mark_running():
+                return
+            while True:
+                with job.lock:
+                    if job.stop_requested:
+                        return
+                    if job.begin_attempt() > 1:
+                        job.log.reopen()
+                outcome = attempt_process(self, job) if process else attempt_thread(self, job)
+                kind = outcome[0]
+                if job.stop_requested or kind == "stopped":
+                    return
+                if kind == "ok":
+                    job.value = outcome[1]
+                    job.finish(JobStatus.SUCCEEDED)
+                    return
+                if kind == "failed":
+                    _, cause, error, code = outcome
+                    if job.on_failure(cause, error, code):
+                        continue
+                    job.finish(JobStatus.FAILED)
+                    return
+                # Preempted: a replica was killed by something other than terminate().
+                _, error, code = outcome
+                if job.on_preemption(error, code):
+                    continue
+                job.finish(JobStatus.FAILED)
+                return
+        except BaseException as exc:  # a bug in this module: never leave a job hanging
+            job.cause, job.error = exc, f"internal error in LocalClient: {exc!r}"
+            job.finish(JobStatus.FAILED)
+            if not isinstance(exc, Terminated | Exception):
+                raise
+        finally:
+            if not job.ended:  # stopped: by terminate(), or before it could start
+                job.finish(JobStatus.STOPPED)
+
+    def _job_ended(self, job: LocalJob) -> None:
+        with self._lock:  # before it is seen done
+            self._history.finished(job.job_id)
+
+    # -- termination -------------------------------------------------------------------------
+
+    def _terminate(self, job: LocalJob) -> None:
+        for child in list(job.children):
+            if not child.is_done:
+                self._terminate(child)
+        with job.lock:
+            if job.ended:
+                return
+            job.stop_requested = True
+            job.signalled = True
+            for replica in job.replicas:
+                if replica.in_user_code and replica.thread_id is not None:
+                    inject_stop(replica.thread_id)
+            started = job.status is JobStatus.RUNNING
+            threads_only = all(r.process is None for r in job.replicas)
+        if not started:
+            job.finish(JobStatus.STOPPED)
+            return
+        if threads_only:
+            # The injected exception lands when the thread next runs Python code; a thread
+            # blocked in C (a lock, a socket) unwinds later, but the job is STOPPED now.
+            if not job.wait_done(_THREAD_STOP_WAIT_S):
+                job.finish(JobStatus.STOPPED)
+            return
+        signal_replicas(job, signal.SIGTERM)
+        if job.wait_done(self.grace):
+            return
+        signal_replicas(job, signal.SIGKILL)
+        if not job.wait_done(2.0):
+            # A thread blocked in C code cannot be interrupted; the job is STOPPED anyway.
+            logger.warning("job %s did not stop within the grace period", job.job_id)
+            job.finish(JobStatus.STOPPED)
+
+    # -- actors ------------------------------------------------------------------------------
+
+    def create_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> LocalActorHandle:
+        """Creates one actor and returns its handle once its ``__init__`` has run.
+
+        Raises:
+            ActorError: ``__init__`` raised (chained as ``__cause__``).
+        """
+        return super().create_actor(
+            actor_class,
+            *args,
+            name=name,
+            resources=resources,
+            actor_config=actor_config,
+            **kwargs,
+        )
+
+    def create_actor_group(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        count: int,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> LocalActorGroup:
+        """Creates ``count`` actors named ``{name}-{i}``; each ``__init__`` runs in the
+        background, so this returns at once. Use ``wait_ready`` to wait for them."""
+        self._check_open()
+        validate_actor_args(actor_class, name, count, resources, actor_config)
+        config = actor_config or ActorConfig()
+        actors: list[LocalActor] = []
+        with self._lock:
+            taken = [f"{name}-{i}" for i in range(count) if f"{name}-{i}" in self._actor_names]
+            if taken:
+                raise ActorError(f"an actor named {taken[0]!r} already exists in this client")
+            for i in range(count):
+                actor_name = f"{name}-{i}"
+                key = f"local-{self._uid}/{actor_name}"
+                actor = LocalActor(self, key, actor_name, i, name, config)
+                actors.append(actor)
+                self._actor_names.add(actor_name)
+                register(actor)
+            group = LocalActorGroup(self, name, actors)
+            self._groups.append(group)
+        for actor in actors:
+            threading.Thread(
+                target=actor.construct,
+                args=(actor_class, args, kwargs),
+                name=f"fray-actor-init-{actor.name}",
+                daemon=True,
+            ).start()
+        return group
+
+    def _stop_actors(self, actors: list[LocalActor]) -> None:
+        for actor in actors:
+            actor.ready.wait(timeout=30)
+            actor.set_status(JobStatus.STOPPED)
+            actor.mailbox.close()
+            unregister(actor)
+            actor.instance = None
+            with self._lock:
+                self._actor_names.discard(actor.name)
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stops every job (children first) and actor, and removes temporary files."""
+        with self._lock:
+            if self.is_shutdown:
+                return
+            self.is_shutdown = True
+            jobs = self._history.values()
+            groups = list(self._groups)
+        roots = [job for job in jobs if job.parent_job is None]
+        threads = [
+            threading.Thread(target=self._terminate, args=(job,), daemon=True)
+            for job in roots
+            if not job.is_done
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for group in groups:
+            self._stop_actors(group.actors)
+        self._pool.shutdown(wait=wait)
+        kill_all(self._history.jobs)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        forget_default_client(self)
