@@ -6,6 +6,8 @@ Each ``tests`` session installs one package with only its own dependencies (from
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "uv"
@@ -26,10 +28,14 @@ _ENV = {
 }
 
 
+# ``uv run`` names its own binary in UV: it works where pip put uv off PATH.
+_UV = os.environ.get("UV") or "uv"
+
+
 def _sync(session: nox.Session, *args: str) -> None:
     """Installs from the lockfile into the session's virtualenv."""
     session.run_install(
-        "uv",
+        _UV,
         "sync",
         "--frozen",
         "--no-default-groups",
