@@ -8,21 +8,31 @@ changed copies.
 from __future__ import annotations
 
 import enum
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Self, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Self, cast
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from fray import topology as _tpu
+from fray._model import (
+    Model,
+    as_tuple,
+    is_secret_name,
+    parse_memory,
+    redact_env,
+)
+from fray._resources import (
+    GPU_TYPES,
+    CpuConfig,
+    DeviceConfig,
+    GpuConfig,
+    ResourceConfig,
+    TpuConfig,
+)
 from fray.errors import InvalidRequestError
 
 __all__ = [
@@ -45,474 +55,12 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Validation plumbing
-
-
-def _clean_message(message: str) -> str:
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if message.startswith(prefix):
-            return message[len(prefix) :]
-    return message
-
-
-def _translate(model: str, err: ValidationError) -> InvalidRequestError:
-    """Turns pydantic's report into one InvalidRequestError naming field, value and rule."""
-    problems: list[tuple[str, Any, str]] = []
-    for item in err.errors(include_url=False):
-        # Discriminated unions add the tag ("tpu") to the location; it names no field.
-        loc = [
-            str(p) for p in item["loc"] if p not in ("cpu", "gpu", "tpu") or len(item["loc"]) == 1
-        ]
-        field = ".".join([model, *loc]) if loc else model
-        inner = (item.get("ctx") or {}).get("error")
-        if isinstance(inner, InvalidRequestError) and inner.field:
-            # A nested model rejected its own field: report it at its full path.
-            inner_field = inner.field.split(".", 1)[1] if "." in inner.field else inner.field
-            problems.append((f"{field}.{inner_field}", inner.value, inner.allowed))
-            continue
-        if item["type"] == "extra_forbidden":
-            allowed = "unknown field"
-        elif item["type"] == "missing":
-            allowed = "this field is required"
-        else:
-            allowed = _clean_message(item["msg"]).replace("Input should be", "must be")
-        problems.append((field, _redacted(item.get("input")), allowed))
-    field, value, allowed = problems[0]
-    if allowed == "this field is required" and len(problems) == 1:
-        message = f"{field}: {allowed}"
-    else:
-        message = f"{field}: {value!r} is not valid; {allowed}"
-    for extra_field, extra_value, extra_allowed in problems[1:]:
-        message += f"\n{extra_field}: {extra_value!r} is not valid; {extra_allowed}"
-    return InvalidRequestError(message, field=field, value=value, allowed=allowed)
-
-
-def _redacted(value: Any) -> Any:
-    """``value`` for an error message: values under secret-looking names (at any depth, e.g.
-    a rejected ``env_vars``) are hidden, since error messages end up in logs."""
-    if isinstance(value, Mapping):
-        return {
-            key: REDACTED if isinstance(key, str) and is_secret_name(key) else _redacted(item)
-            for key, item in cast(Mapping[Any, Any], value).items()
-        }
-    return value
-
-
-class _Model(BaseModel):
-    """Frozen model whose validation errors are InvalidRequestError."""
-
-    # defer_build: the validators are built on first use, not at `import fray` (about a
-    # third of its import cost); measured by benchmarks/bench_local.py.
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
-    )
-
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as err:
-            raise _translate(type(self).__name__, err) from None
-        except TypeError:
-            # A dict given for a nested model reaches that model's __init__ as keywords, so
-            # non-string keys fail as a TypeError before any validator sees them.
-            for name, value in data.items():
-                if isinstance(value, Mapping):
-                    keys = [k for k in cast(Mapping[Any, Any], value) if not isinstance(k, str)]
-                    if keys:
-                        raise InvalidRequestError.for_field(
-                            f"{type(self).__name__}.{name}",
-                            value,
-                            f"field names must be strings, not {keys[0]!r}",
-                        ) from None
-            raise
-
-    @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:  # type: ignore[override]
-        if isinstance(obj, Mapping):
-            # Pydantic hands a dict to our __init__ as keywords: other keys are a TypeError.
-            bad = [k for k in cast(Mapping[Any, Any], obj) if not isinstance(k, str)]
-            if bad:
-                raise InvalidRequestError.for_field(
-                    cls.__name__, bad[0], "field names must be strings"
-                )
-        try:
-            return super().model_validate(obj, *args, **kwargs)
-        except ValidationError as err:
-            raise _translate(cls.__name__, err) from None
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """Returns a copy with ``update`` applied, validated like a new instance."""
-        if not update:
-            return super().model_copy(deep=deep)
-        data = {name: getattr(self, name) for name in type(self).model_fields}
-        data.update(update)
-        return type(self)(**data)
-
-
-# ---------------------------------------------------------------------------------------------
-# Memory sizes
-
-_MEMORY_RE = re.compile(
-    r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE | re.ASCII
-)
-_MEMORY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
-MEMORY_ALLOWED = (
-    "use a byte count or a number with a unit, e.g. '512m', '16g', '16gb', '512Mi', '1.5GB' "
-    "(units k, m, g, t, p are powers of 1024, with an optional 'i' and/or 'b')"
-)
-
-
-def parse_memory(value: str | int, *, field: str = "memory") -> int:
-    """Parses a memory size into bytes.
-
-    Args:
-        value: A byte count or a string such as ``"16g"``, ``"512Mi"`` or ``"1.5GB"``. Units
-            ``k/m/g/t/p`` are powers of 1024, optionally followed by ``i`` and/or ``b``.
-        field: Field name used in the error message.
-
-    Returns:
-        The size in bytes.
-
-    Raises:
-        InvalidRequestError: The value is not a size, or is negative.
-    """
-    if isinstance(value, bool):
-        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
-    if isinstance(value, int):
-        if value < 0:
-            raise InvalidRequestError.for_field(field, value, "sizes cannot be negative")
-        return value
-    if not isinstance(value, str):
-        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
-    match = _MEMORY_RE.match(value)
-    if not match or (match.group(3) and not match.group(2)):
-        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
-    size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
-    if not math.isfinite(size):
-        raise InvalidRequestError.for_field(field, value, "the size is too large")
-    return int(size)
-
-
-def _as_tuple(value: Any) -> tuple[Any, ...]:
-    """``tuple(value)`` for validators: not being a collection is a ValueError (pydantic
-    reports those; any other exception would escape as itself)."""
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ValueError(f"give a list, not {type(value).__name__}")
-    return tuple(cast(Iterable[Any], value))
-
-
-def _reject_reserved(helper: str, kwargs: Mapping[str, Any], reserved: Mapping[str, str]) -> None:
-    """Fields a ``ResourceConfig.with_*`` helper sets itself cannot also come in ``kwargs``."""
-    for name, instead in reserved.items():
-        if name in kwargs:
-            raise InvalidRequestError.for_field(
-                f"ResourceConfig.{helper}.{name}", kwargs[name], f"{helper} sets it; {instead}"
-            )
-
-
-def _memory_field(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError(MEMORY_ALLOWED)
-    try:
-        parse_memory(value)
-    except InvalidRequestError as err:
-        raise ValueError(err.allowed) from None
-    return str(value) if isinstance(value, int) else value.strip()
-
-
-# ---------------------------------------------------------------------------------------------
-# Secrets
-
-_SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-REDACTED = "***"
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an env var name looks like it holds a secret (its value is then redacted)."""
-    return bool(_SECRET_RE.search(name))
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Returns a copy of ``env`` with the values of secret-looking names replaced by ``***``."""
-    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}
-
-
-# ---------------------------------------------------------------------------------------------
-# Devices
-
-GPU_TYPES: tuple[str, ...] = (
-    "A10",
-    "A10G",
-    "A100-40G",
-    "A100-80G",
-    "B100",
-    "B200",
-    "H100",
-    "H200",
-    "L4",
-    "T4",
-    "V100",
-    "auto",
-)
-
-
-class CpuConfig(_Model):
-    """A CPU-only task."""
-
-    kind: Literal["cpu"] = "cpu"
-    variant: Literal["cpu"] = "cpu"
-
-    def chip_count(self) -> int:
-        """Accelerator chips per replica: none."""
-        return 0
-
-    def default_env_vars(self) -> dict[str, str]:
-        """Env vars a CPU task gets unless the request sets them."""
-        return {"JAX_PLATFORMS": "cpu"}
-
-
-class GpuConfig(_Model):
-    """GPUs per replica.
-
-    Attributes:
-        variant: One of :data:`GPU_TYPES`; ``"auto"`` takes whatever GPU the backend has.
-        count: GPUs per replica, at least 1.
-    """
-
-    kind: Literal["gpu"] = "gpu"
-    variant: str
-    count: int = Field(default=1, ge=1)
-
-    @field_validator("variant")
-    @classmethod
-    def _check_variant(cls, value: str) -> str:
-        if value in GPU_TYPES:
-            return value
-        by_upper = {g.upper(): g for g in GPU_TYPES}
-        if value.upper() in by_upper:
-            return by_upper[value.upper()]
-        import difflib  # only on this error path: keeps `import fray` cheap
-
-        close = difflib.get_close_matches(value.upper(), list(by_upper), n=3, cutoff=0.4)
-        hint = f" Did you mean {', '.join(by_upper[c] for c in close)}?" if close else ""
-        raise ValueError(f"known GPU types are {', '.join(GPU_TYPES)}.{hint}")
-
-    def chip_count(self) -> int:
-        """GPUs per replica."""
-        return self.count
-
-    def default_env_vars(self) -> dict[str, str]:
-        """Env vars a GPU task gets unless the request sets them (empty: JAX picks)."""
-        return {"JAX_PLATFORMS": ""}
-
-
-class TpuConfig(_Model):
-    """One TPU slice type. Multislice requests repeat it (see ``ResourceConfig.with_tpu``).
-
-    Attributes:
-        variant: A TPU type from the topology database (``"v5p-256"``); ``v5e-N`` is accepted
-            as ``v5litepod-N``. Unknown names are rejected with the closest known ones.
-        topology: Optional physical topology string (``"4x4x8"``), passed through to backends.
-    """
-
-    kind: Literal["tpu"] = "tpu"
-    variant: str
-    topology: str | None = None
-
-    @field_validator("variant", mode="before")
-    @classmethod
-    def _check_variant(cls, value: Any) -> str:
-        try:
-            return _tpu.canonical_tpu_name(value)
-        except _tpu.UnknownTpuTypeError as err:
-            raise ValueError(str(err)) from None
-
-    @property
-    def topology_info(self) -> _tpu.TpuTopology:
-        """The slice's entry in the topology database."""
-        return _tpu.get_tpu_topology(self.variant)
-
-    def chip_count(self) -> int:
-        """TPU chips per VM (one replica runs per VM)."""
-        return self.topology_info.chips_per_vm
-
-    def vm_count(self) -> int:
-        """VMs (replicas) per slice."""
-        return self.topology_info.vm_count
-
-    def default_env_vars(self) -> dict[str, str]:
-        """Env vars a TPU task gets unless the request sets them."""
-        return self.topology_info.default_env_vars()
-
-
-DeviceConfig = Annotated[CpuConfig | GpuConfig | TpuConfig, Field(discriminator="kind")]
-
-
-class ResourceConfig(_Model):
-    """What each replica of a job (or each actor) needs.
-
-    Attributes:
-        cpu: CPU cores per replica (fractions allowed), at least 0.
-        ram: Memory per replica, e.g. ``"16g"`` (see :func:`parse_memory`).
-        disk: Disk per replica, same format as ``ram``.
-        device: ``CpuConfig()``, ``GpuConfig(...)`` or ``TpuConfig(...)``.
-        preemptible: Whether the work may run on preemptible capacity; ``False`` pins it to
-            non-preemptible capacity (the head node on Ray).
-        regions: Regions the work may run in, or ``None`` for anywhere.
-        zone: A single zone the work must run in, or ``None``.
-        replicas: Replicas per job (TPU: VMs per slice × slices).
-        device_alternatives: Other device variants that are acceptable, same shape as ``device``.
-    """
-
-    cpu: float = Field(default=1, ge=0)
-    ram: str = "4g"
-    disk: str = "16g"
-    device: DeviceConfig = Field(default_factory=CpuConfig)
-    preemptible: bool = True
-    regions: tuple[str, ...] | None = None
-    zone: str | None = None
-    replicas: int = Field(default=1, ge=1)
-    device_alternatives: tuple[str, ...] | None = None
-
-    @field_validator("ram", "disk", mode="before")
-    @classmethod
-    def _check_memory(cls, value: Any) -> str:
-        return _memory_field(value)
-
-    @field_validator("cpu")
-    @classmethod
-    def _finite_cpu(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError("cpu must be a finite number of cores, e.g. 1 or 0.5")
-        return value
-
-    @field_validator("regions", "device_alternatives", mode="before")
-    @classmethod
-    def _non_empty_names(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError("give a list of names, not a single string")
-        if value is not None:
-            value = _as_tuple(value)
-            if not value:
-                raise ValueError("give at least one name, or None")
-            for item in value:
-                if not isinstance(item, str) or not item.strip():
-                    raise ValueError("every entry must be a non-empty string")
-        return value
-
-    @model_validator(mode="after")
-    def _check_device_shape(self) -> Self:
-        device = self.device
-        if isinstance(device, TpuConfig):
-            vms = device.vm_count()
-            if self.replicas % vms:
-                raise ValueError(
-                    f"replicas={self.replicas} must be a multiple of the {vms} VMs per "
-                    f"{device.variant} slice (replicas = slices x VMs per slice)"
-                )
-            for alt in self.device_alternatives or ():
-                try:
-                    info = _tpu.get_tpu_topology(alt)
-                except _tpu.UnknownTpuTypeError as err:
-                    raise ValueError(f"device_alternatives: {err}") from None
-                if (info.vm_count, info.chips_per_vm) != (vms, device.chip_count()):
-                    raise ValueError(
-                        f"device_alternatives: {alt} has {info.vm_count} VMs x "
-                        f"{info.chips_per_vm} chips, but {device.variant} has {vms} x "
-                        f"{device.chip_count()}; alternatives must have the same shape"
-                    )
-        elif isinstance(device, GpuConfig):
-            for alt in self.device_alternatives or ():
-                GpuConfig(variant=alt)
-        elif self.device_alternatives:
-            raise ValueError("device_alternatives only applies to GPU or TPU devices")
-        return self
-
-    @property
-    def ram_bytes(self) -> int:
-        """``ram`` in bytes."""
-        return parse_memory(self.ram)
-
-    @property
-    def disk_bytes(self) -> int:
-        """``disk`` in bytes."""
-        return parse_memory(self.disk)
-
-    @property
-    def slice_count(self) -> int:
-        """TPU slices this config asks for (1 for non-TPU devices)."""
-        if isinstance(self.device, TpuConfig):
-            return self.replicas // self.device.vm_count()
-        return 1
-
-    def chip_count(self) -> int:
-        """Accelerator chips over all replicas."""
-        return self.device.chip_count() * self.replicas
-
-    @classmethod
-    def with_tpu(
-        cls, tpu_type: str | Sequence[str], *, slice_count: int = 1, **kwargs: Any
-    ) -> ResourceConfig:
-        """A TPU gang: ``slice_count`` slices of ``tpu_type``, one replica per VM.
-
-        Args:
-            tpu_type: A TPU type, or a list whose first entry is preferred and the rest are
-                acceptable alternatives of the same shape.
-            slice_count: Number of slices (multislice when more than 1).
-            **kwargs: Other ``ResourceConfig`` fields; ``cpu``, ``ram`` and ``disk`` default
-                to 32, ``"128g"`` and ``"50g"`` per host.
-        """
-        _reject_reserved(
-            "with_tpu",
-            kwargs,
-            {"device": "pass tpu_type", "replicas": "pass slice_count (replicas = VMs x slices)"},
-        )
-        if isinstance(tpu_type, str):
-            types = [tpu_type]
-        elif isinstance(tpu_type, Iterable) and not isinstance(tpu_type, bytes | Mapping):
-            types = list(cast(Iterable[Any], tpu_type))
-            if not types:
-                raise InvalidRequestError.for_field(
-                    "ResourceConfig.with_tpu.tpu_type", tpu_type, "give at least one TPU type"
-                )
-        else:
-            raise InvalidRequestError.for_field(
-                "ResourceConfig.with_tpu.tpu_type",
-                tpu_type,
-                "give a TPU type such as 'v5p-8', or a list of acceptable ones",
-            )
-        if isinstance(slice_count, bool) or not isinstance(slice_count, int) or slice_count < 1:
-            raise InvalidRequestError.for_field(
-                "ResourceConfig.with_tpu.slice_count", slice_count, "must be an integer >= 1"
-            )
-        device = TpuConfig(variant=types[0])
-        kwargs.setdefault("cpu", 32)
-        kwargs.setdefault("ram", "128g")
-        kwargs.setdefault("disk", "50g")
-        if len(types) > 1:
-            kwargs.setdefault("device_alternatives", tuple(types[1:]))
-        return cls(device=device, replicas=slice_count * device.vm_count(), **kwargs)
-
-    @classmethod
-    def with_gpu(cls, gpu_type: str = "auto", count: int = 1, **kwargs: Any) -> ResourceConfig:
-        """``count`` GPUs of ``gpu_type`` per replica."""
-        _reject_reserved("with_gpu", kwargs, {"device": "pass gpu_type and count"})
-        return cls(device=GpuConfig(variant=gpu_type, count=count), **kwargs)
-
-    @classmethod
-    def with_cpu(cls, **kwargs: Any) -> ResourceConfig:
-        """A CPU-only config; ``kwargs`` are ``ResourceConfig`` fields."""
-        _reject_reserved("with_cpu", kwargs, {"device": "use ResourceConfig(device=...)"})
-        return cls(device=CpuConfig(), **kwargs)
-
-
-# ---------------------------------------------------------------------------------------------
 # Environment
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class EnvironmentConfig(_Model):
+class EnvironmentConfig(Model):
     """The software environment of a job.
 
     Attributes:
@@ -539,7 +87,7 @@ class EnvironmentConfig(_Model):
             raise ValueError("give a list of strings, not a single string")
         if value is None:
             return ()
-        value = _as_tuple(value)
+        value = as_tuple(value)
         for item in value:
             if not isinstance(item, str) or not item.strip():
                 raise ValueError("every entry must be a non-empty string")
@@ -610,7 +158,7 @@ def create_environment(
 # Entrypoints
 
 
-class Entrypoint(_Model):
+class Entrypoint(Model):
     """What a job runs: a Python callable or a command line (exactly one of them).
 
     Build with :meth:`from_callable`, :meth:`from_command` or :meth:`from_shell`.
@@ -628,7 +176,7 @@ class Entrypoint(_Model):
             return None
         if isinstance(value, str):
             raise ValueError("give the command as a list of arguments")
-        value = _as_tuple(value)
+        value = as_tuple(value)
         if not value:
             raise ValueError("the command needs at least a program name")
         for item in value:
@@ -666,7 +214,7 @@ class Entrypoint(_Model):
                 "Entrypoint.callable", fn, "must be a callable (a function, method or class)"
             )
         try:
-            args_tuple = _as_tuple(args)
+            args_tuple = as_tuple(args)
         except ValueError:
             raise InvalidRequestError.for_field(
                 "Entrypoint.args", args, "give the positional arguments as a list or tuple"
@@ -750,7 +298,7 @@ class JobStatus(enum.StrEnum):
 _FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED})
 
 
-class JobRequest(_Model):
+class JobRequest(Model):
     """A job to run.
 
     Attributes:
@@ -811,7 +359,7 @@ class JobRequest(_Model):
         return env
 
 
-class ActorConfig(_Model):
+class ActorConfig(Model):
     """How an actor behaves (not what it needs: that is ``ResourceConfig``).
 
     Attributes:
@@ -826,7 +374,7 @@ class ActorConfig(_Model):
     max_task_retries: int | None = Field(default=None, ge=-1)
 
 
-class JobInfo(_Model):
+class JobInfo(Model):
     """A snapshot of a job's bookkeeping.
 
     Attributes:

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fray._model import MEMORY_ALLOWED
 from fray._state import LogSink, Masker, StateStore, process_start_ticks
 from fray._types import (
-    MEMORY_ALLOWED,
     Entrypoint,
     EnvironmentConfig,
     GpuConfig,

@@ -1,0 +1,221 @@
+"""The base of the request types (frozen pydantic models whose validation errors are
+``InvalidRequestError``s naming the field), memory sizes, and secret-looking env names."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Self, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+)
+
+from fray.errors import InvalidRequestError
+
+__all__ = [
+    "MEMORY_ALLOWED",
+    "REDACTED",
+    "Model",
+    "as_tuple",
+    "is_secret_name",
+    "memory_field",
+    "parse_memory",
+    "redact_env",
+    "reject_reserved",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Validation plumbing
+
+
+def _clean_message(message: str) -> str:
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            return message[len(prefix) :]
+    return message
+
+
+def _translate(model: str, err: ValidationError) -> InvalidRequestError:
+    """Turns pydantic's report into one InvalidRequestError naming field, value and rule."""
+    problems: list[tuple[str, Any, str]] = []
+    for item in err.errors(include_url=False):
+        # Discriminated unions add the tag ("tpu") to the location; it names no field.
+        loc = [
+            str(p) for p in item["loc"] if p not in ("cpu", "gpu", "tpu") or len(item["loc"]) == 1
+        ]
+        field = ".".join([model, *loc]) if loc else model
+        inner = (item.get("ctx") or {}).get("error")
+        if isinstance(inner, InvalidRequestError) and inner.field:
+            # A nested model rejected its own field: report it at its full path.
+            inner_field = inner.field.split(".", 1)[1] if "." in inner.field else inner.field
+            problems.append((f"{field}.{inner_field}", inner.value, inner.allowed))
+            continue
+        if item["type"] == "extra_forbidden":
+            allowed = "unknown field"
+        elif item["type"] == "missing":
+            allowed = "this field is required"
+        else:
+            allowed = _clean_message(item["msg"]).replace("Input should be", "must be")
+        problems.append((field, _redacted(item.get("input")), allowed))
+    field, value, allowed = problems[0]
+    if allowed == "this field is required" and len(problems) == 1:
+        message = f"{field}: {allowed}"
+    else:
+        message = f"{field}: {value!r} is not valid; {allowed}"
+    for extra_field, extra_value, extra_allowed in problems[1:]:
+        message += f"\n{extra_field}: {extra_value!r} is not valid; {extra_allowed}"
+    return InvalidRequestError(message, field=field, value=value, allowed=allowed)
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` for an error message: values under secret-looking names (at any depth, e.g.
+    a rejected ``env_vars``) are hidden, since error messages end up in logs."""
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if isinstance(key, str) and is_secret_name(key) else _redacted(item)
+            for key, item in cast(Mapping[Any, Any], value).items()
+        }
+    return value
+
+
+class Model(BaseModel):
+    """Frozen model whose validation errors are InvalidRequestError."""
+
+    # defer_build: the validators are built on first use, not at `import fray` (about a
+    # third of its import cost); measured by benchmarks/bench_local.py.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise _translate(type(self).__name__, err) from None
+        except TypeError:
+            # A dict given for a nested model reaches that model's __init__ as keywords, so
+            # non-string keys fail as a TypeError before any validator sees them.
+            for name, value in data.items():
+                if isinstance(value, Mapping):
+                    keys = [k for k in cast(Mapping[Any, Any], value) if not isinstance(k, str)]
+                    if keys:
+                        raise InvalidRequestError.for_field(
+                            f"{type(self).__name__}.{name}",
+                            value,
+                            f"field names must be strings, not {keys[0]!r}",
+                        ) from None
+            raise
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:  # type: ignore[override]
+        if isinstance(obj, Mapping):
+            # Pydantic hands a dict to our __init__ as keywords: other keys are a TypeError.
+            bad = [k for k in cast(Mapping[Any, Any], obj) if not isinstance(k, str)]
+            if bad:
+                raise InvalidRequestError.for_field(
+                    cls.__name__, bad[0], "field names must be strings"
+                )
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as err:
+            raise _translate(cls.__name__, err) from None
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Returns a copy with ``update`` applied, validated like a new instance."""
+        if not update:
+            return super().model_copy(deep=deep)
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data.update(update)
+        return type(self)(**data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory sizes
+
+_MEMORY_RE = re.compile(
+    r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE | re.ASCII
+)
+_MEMORY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+MEMORY_ALLOWED = (
+    "use a byte count or a number with a unit, e.g. '512m', '16g', '16gb', '512Mi', '1.5GB' "
+    "(units k, m, g, t, p are powers of 1024, with an optional 'i' and/or 'b')"
+)
+
+
+def parse_memory(value: str | int, *, field: str = "memory") -> int:
+    """Parses a memory size into bytes.
+
+    Args:
+        value: A byte count or a string such as ``"16g"``, ``"512Mi"`` or ``"1.5GB"``. Units
+            ``k/m/g/t/p`` are powers of 1024, optionally followed by ``i`` and/or ``b``.
+        field: Field name used in the error message.
+
+    Returns:
+        The size in bytes.
+
+    Raises:
+        InvalidRequestError: The value is not a size, or is negative.
+    """
+    if isinstance(value, bool):
+        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidRequestError.for_field(field, value, "sizes cannot be negative")
+        return value
+    if not isinstance(value, str):
+        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
+    match = _MEMORY_RE.match(value)
+    if not match or (match.group(3) and not match.group(2)):
+        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
+    size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+    if not math.isfinite(size):
+        raise InvalidRequestError.for_field(field, value, "the size is too large")
+    return int(size)
+
+
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """``tuple(value)`` for validators: not being a collection is a ValueError (pydantic
+    reports those; any other exception would escape as itself)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"give a list, not {type(value).__name__}")
+    return tuple(cast(Iterable[Any], value))
+
+
+def reject_reserved(helper: str, kwargs: Mapping[str, Any], reserved: Mapping[str, str]) -> None:
+    """Fields a ``ResourceConfig.with_*`` helper sets itself cannot also come in ``kwargs``."""
+    for name, instead in reserved.items():
+        if name in kwargs:
+            raise InvalidRequestError.for_field(
+                f"ResourceConfig.{helper}.{name}", kwargs[name], f"{helper} sets it; {instead}"
+            )
+
+
+def memory_field(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(MEMORY_ALLOWED)
+    try:
+        parse_memory(value)
+    except InvalidRequestError as err:
+        raise ValueError(err.allowed) from None
+    return str(value) if isinstance(value, int) else value.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+_SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+REDACTED = "***"
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an env var name looks like it holds a secret (its value is then redacted)."""
+    return bool(_SECRET_RE.search(name))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Returns a copy of ``env`` with the values of secret-looking names replaced by ``***``."""
+    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}

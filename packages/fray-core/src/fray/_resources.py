@@ -1,0 +1,287 @@
+"""What a replica needs: devices (CPU, GPU, TPU) and ``ResourceConfig``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, Self, cast
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from fray import topology as _tpu
+from fray._model import Model, as_tuple, memory_field, parse_memory, reject_reserved
+from fray.errors import InvalidRequestError
+
+__all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
+
+# ---------------------------------------------------------------------------------------------
+# Devices
+
+GPU_TYPES: tuple[str, ...] = (
+    "A10",
+    "A10G",
+    "A100-40G",
+    "A100-80G",
+    "B100",
+    "B200",
+    "H100",
+    "H200",
+    "L4",
+    "T4",
+    "V100",
+    "auto",
+)
+
+
+class CpuConfig(Model):
+    """A CPU-only task."""
+
+    kind: Literal["cpu"] = "cpu"
+    variant: Literal["cpu"] = "cpu"
+
+    def chip_count(self) -> int:
+        """Accelerator chips per replica: none."""
+        return 0
+
+    def default_env_vars(self) -> dict[str, str]:
+        """Env vars a CPU task gets unless the request sets them."""
+        return {"JAX_PLATFORMS": "cpu"}
+
+
+class GpuConfig(Model):
+    """GPUs per replica.
+
+    Attributes:
+        variant: One of :data:`GPU_TYPES`; ``"auto"`` takes whatever GPU the backend has.
+        count: GPUs per replica, at least 1.
+    """
+
+    kind: Literal["gpu"] = "gpu"
+    variant: str
+    count: int = Field(default=1, ge=1)
+
+    @field_validator("variant")
+    @classmethod
+    def _check_variant(cls, value: str) -> str:
+        if value in GPU_TYPES:
+            return value
+        by_upper = {g.upper(): g for g in GPU_TYPES}
+        if value.upper() in by_upper:
+            return by_upper[value.upper()]
+        import difflib  # only on this error path: keeps `import fray` cheap
+
+        close = difflib.get_close_matches(value.upper(), list(by_upper), n=3, cutoff=0.4)
+        hint = f" Did you mean {', '.join(by_upper[c] for c in close)}?" if close else ""
+        raise ValueError(f"known GPU types are {', '.join(GPU_TYPES)}.{hint}")
+
+    def chip_count(self) -> int:
+        """GPUs per replica."""
+        return self.count
+
+    def default_env_vars(self) -> dict[str, str]:
+        """Env vars a GPU task gets unless the request sets them (empty: JAX picks)."""
+        return {"JAX_PLATFORMS": ""}
+
+
+class TpuConfig(Model):
+    """One TPU slice type. Multislice requests repeat it (see ``ResourceConfig.with_tpu``).
+
+    Attributes:
+        variant: A TPU type from the topology database (``"v5p-256"``); ``v5e-N`` is accepted
+            as ``v5litepod-N``. Unknown names are rejected with the closest known ones.
+        topology: Optional physical topology string (``"4x4x8"``), passed through to backends.
+    """
+
+    kind: Literal["tpu"] = "tpu"
+    variant: str
+    topology: str | None = None
+
+    @field_validator("variant", mode="before")
+    @classmethod
+    def _check_variant(cls, value: Any) -> str:
+        try:
+            return _tpu.canonical_tpu_name(value)
+        except _tpu.UnknownTpuTypeError as err:
+            raise ValueError(str(err)) from None
+
+    @property
+    def topology_info(self) -> _tpu.TpuTopology:
+        """The slice's entry in the topology database."""
+        return _tpu.get_tpu_topology(self.variant)
+
+    def chip_count(self) -> int:
+        """TPU chips per VM (one replica runs per VM)."""
+        return self.topology_info.chips_per_vm
+
+    def vm_count(self) -> int:
+        """VMs (replicas) per slice."""
+        return self.topology_info.vm_count
+
+    def default_env_vars(self) -> dict[str, str]:
+        """Env vars a TPU task gets unless the request sets them."""
+        return self.topology_info.default_env_vars()
+
+
+DeviceConfig = Annotated[CpuConfig | GpuConfig | TpuConfig, Field(discriminator="kind")]
+
+
+class ResourceConfig(Model):
+    """What each replica of a job (or each actor) needs.
+
+    Attributes:
+        cpu: CPU cores per replica (fractions allowed), at least 0.
+        ram: Memory per replica, e.g. ``"16g"`` (see :func:`parse_memory`).
+        disk: Disk per replica, same format as ``ram``.
+        device: ``CpuConfig()``, ``GpuConfig(...)`` or ``TpuConfig(...)``.
+        preemptible: Whether the work may run on preemptible capacity; ``False`` pins it to
+            non-preemptible capacity (the head node on Ray).
+        regions: Regions the work may run in, or ``None`` for anywhere.
+        zone: A single zone the work must run in, or ``None``.
+        replicas: Replicas per job (TPU: VMs per slice × slices).
+        device_alternatives: Other device variants that are acceptable, same shape as ``device``.
+    """
+
+    cpu: float = Field(default=1, ge=0)
+    ram: str = "4g"
+    disk: str = "16g"
+    device: DeviceConfig = Field(default_factory=CpuConfig)
+    preemptible: bool = True
+    regions: tuple[str, ...] | None = None
+    zone: str | None = None
+    replicas: int = Field(default=1, ge=1)
+    device_alternatives: tuple[str, ...] | None = None
+
+    @field_validator("ram", "disk", mode="before")
+    @classmethod
+    def _check_memory(cls, value: Any) -> str:
+        return memory_field(value)
+
+    @field_validator("cpu")
+    @classmethod
+    def _finite_cpu(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("cpu must be a finite number of cores, e.g. 1 or 0.5")
+        return value
+
+    @field_validator("regions", "device_alternatives", mode="before")
+    @classmethod
+    def _non_empty_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("give a list of names, not a single string")
+        if value is not None:
+            value = as_tuple(value)
+            if not value:
+                raise ValueError("give at least one name, or None")
+            for item in value:
+                if not isinstance(item, str) or not item.strip():
+                    raise ValueError("every entry must be a non-empty string")
+        return value
+
+    @model_validator(mode="after")
+    def _check_device_shape(self) -> Self:
+        device = self.device
+        if isinstance(device, TpuConfig):
+            vms = device.vm_count()
+            if self.replicas % vms:
+                raise ValueError(
+                    f"replicas={self.replicas} must be a multiple of the {vms} VMs per "
+                    f"{device.variant} slice (replicas = slices x VMs per slice)"
+                )
+            for alt in self.device_alternatives or ():
+                try:
+                    info = _tpu.get_tpu_topology(alt)
+                except _tpu.UnknownTpuTypeError as err:
+                    raise ValueError(f"device_alternatives: {err}") from None
+                if (info.vm_count, info.chips_per_vm) != (vms, device.chip_count()):
+                    raise ValueError(
+                        f"device_alternatives: {alt} has {info.vm_count} VMs x "
+                        f"{info.chips_per_vm} chips, but {device.variant} has {vms} x "
+                        f"{device.chip_count()}; alternatives must have the same shape"
+                    )
+        elif isinstance(device, GpuConfig):
+            for alt in self.device_alternatives or ():
+                GpuConfig(variant=alt)
+        elif self.device_alternatives:
+            raise ValueError("device_alternatives only applies to GPU or TPU devices")
+        return self
+
+    @property
+    def ram_bytes(self) -> int:
+        """``ram`` in bytes."""
+        return parse_memory(self.ram)
+
+    @property
+    def disk_bytes(self) -> int:
+        """``disk`` in bytes."""
+        return parse_memory(self.disk)
+
+    @property
+    def slice_count(self) -> int:
+        """TPU slices this config asks for (1 for non-TPU devices)."""
+        if isinstance(self.device, TpuConfig):
+            return self.replicas // self.device.vm_count()
+        return 1
+
+    def chip_count(self) -> int:
+        """Accelerator chips over all replicas."""
+        return self.device.chip_count() * self.replicas
+
+    @classmethod
+    def with_tpu(
+        cls, tpu_type: str | Sequence[str], *, slice_count: int = 1, **kwargs: Any
+    ) -> ResourceConfig:
+        """A TPU gang: ``slice_count`` slices of ``tpu_type``, one replica per VM.
+
+        Args:
+            tpu_type: A TPU type, or a list whose first entry is preferred and the rest are
+                acceptable alternatives of the same shape.
+            slice_count: Number of slices (multislice when more than 1).
+            **kwargs: Other ``ResourceConfig`` fields; ``cpu``, ``ram`` and ``disk`` default
+                to 32, ``"128g"`` and ``"50g"`` per host.
+        """
+        reject_reserved(
+            "with_tpu",
+            kwargs,
+            {"device": "pass tpu_type", "replicas": "pass slice_count (replicas = VMs x slices)"},
+        )
+        if isinstance(tpu_type, str):
+            types = [tpu_type]
+        elif isinstance(tpu_type, Iterable) and not isinstance(tpu_type, bytes | Mapping):
+            types = list(cast(Iterable[Any], tpu_type))
+            if not types:
+                raise InvalidRequestError.for_field(
+                    "ResourceConfig.with_tpu.tpu_type", tpu_type, "give at least one TPU type"
+                )
+        else:
+            raise InvalidRequestError.for_field(
+                "ResourceConfig.with_tpu.tpu_type",
+                tpu_type,
+                "give a TPU type such as 'v5p-8', or a list of acceptable ones",
+            )
+        if isinstance(slice_count, bool) or not isinstance(slice_count, int) or slice_count < 1:
+            raise InvalidRequestError.for_field(
+                "ResourceConfig.with_tpu.slice_count", slice_count, "must be an integer >= 1"
+            )
+        device = TpuConfig(variant=types[0])
+        kwargs.setdefault("cpu", 32)
+        kwargs.setdefault("ram", "128g")
+        kwargs.setdefault("disk", "50g")
+        if len(types) > 1:
+            kwargs.setdefault("device_alternatives", tuple(types[1:]))
+        return cls(device=device, replicas=slice_count * device.vm_count(), **kwargs)
+
+    @classmethod
+    def with_gpu(cls, gpu_type: str = "auto", count: int = 1, **kwargs: Any) -> ResourceConfig:
+        """``count`` GPUs of ``gpu_type`` per replica."""
+        reject_reserved("with_gpu", kwargs, {"device": "pass gpu_type and count"})
+        return cls(device=GpuConfig(variant=gpu_type, count=count), **kwargs)
+
+    @classmethod
+    def with_cpu(cls, **kwargs: Any) -> ResourceConfig:
+        """A CPU-only config; ``kwargs`` are ``ResourceConfig`` fields."""
+        reject_reserved("with_cpu", kwargs, {"device": "use ResourceConfig(device=...)"})
+        return cls(device=CpuConfig(), **kwargs)
