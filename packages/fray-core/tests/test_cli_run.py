@@ -172,7 +172,7 @@ def test_tpu_job_runs_one_replica_per_vm(env: dict[str, str]) -> None:
         (["--tpu", "v4-8", "--gpu", "H100"], "--gpu", "--tpu"),
         (["--slices", "2"], "--slices", "--tpu"),
         (["--cpu", "-1"], "--cpu", "greater than or equal to 0"),
-        (["--name", "bad name"], "--name", "letters, digits"),
+        (["--name", "bad name"], "--name", "without spaces"),
         (["--max-retries-failure", "-1"], "--max-retries-failure", "greater than or equal to 0"),
         (["--cpu", "many"], "--cpu", "invalid float value"),
         (["--spec", "nosuchbackend"], "FRAY_CLIENT_SPEC", "unknown backend"),

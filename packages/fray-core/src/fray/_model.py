@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self, cast
 
 from pydantic import (
@@ -82,8 +83,33 @@ def _redacted(value: Any) -> Any:
     return value
 
 
+def _dataclass_fields(cls: type[BaseModel]) -> dict[str, dataclasses.Field[Any]]:
+    """``cls``'s fields as the ``dataclasses`` module describes fields, so that code written
+    for dataclasses works on these models: ``dataclasses.fields``, ``replace`` (which builds
+    a new, validated instance), ``asdict`` and ``is_dataclass``."""
+    fields: dict[str, dataclasses.Field[Any]] = {}
+    for name, info in cls.model_fields.items():
+        if info.default_factory is not None:
+            field: dataclasses.Field[Any] = dataclasses.field(
+                default_factory=cast(Callable[[], Any], info.default_factory)
+            )
+        elif info.is_required():
+            field = dataclasses.field()
+        else:
+            field = dataclasses.field(default=info.default)
+        field.name = name
+        field.type = info.annotation
+        # The marker dataclasses.replace/asdict look for on a regular field.
+        field._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+        fields[name] = field
+    return fields
+
+
 class Model(BaseModel):
-    """Frozen model whose validation errors are InvalidRequestError."""
+    """A request type: validated at construction (a bad value is an ``InvalidRequestError``
+    naming the field), frozen unless a subclass says otherwise, and shaped like a dataclass
+    for code written against one (positional arguments in field order, ``dataclasses.fields``,
+    ``replace``, ``asdict``)."""
 
     # defer_build: the validators are built on first use, not at `import fray` (about a
     # third of its import cost); measured by benchmarks/bench_local.py.
@@ -91,7 +117,14 @@ class Model(BaseModel):
         frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
     )
 
-    def __init__(self, /, **data: Any) -> None:
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__dataclass_fields__ = _dataclass_fields(cls)  # pyright: ignore[reportAttributeAccessIssue]
+
+    def __init__(self, /, *args: Any, **data: Any) -> None:
+        if args:
+            data = self._by_position(args, data)
         try:
             super().__init__(**data)
         except ValidationError as err:
@@ -109,6 +142,30 @@ class Model(BaseModel):
                             f"field names must be strings, not {keys[0]!r}",
                         ) from None
             raise
+
+    @classmethod
+    def _by_position(cls, args: tuple[Any, ...], data: dict[str, Any]) -> dict[str, Any]:
+        names = list(cls.model_fields)
+        if len(args) > len(names):
+            raise InvalidRequestError.for_field(
+                cls.__name__,
+                args,
+                f"takes at most {len(names)} values by position ({', '.join(names)})",
+            )
+        for name, value in zip(names, args, strict=False):
+            if name in data:
+                raise InvalidRequestError.for_field(
+                    f"{cls.__name__}.{name}", value, "is given both by position and by name"
+                )
+            data[name] = value
+        return data
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Only the types that are not frozen get here without pydantic refusing first.
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as err:
+            raise _translate(type(self).__name__, err) from None
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:  # type: ignore[override]

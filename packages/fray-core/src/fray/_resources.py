@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import (
+    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -28,13 +29,23 @@ GPU_TYPES: tuple[str, ...] = (
     "A100-80G",
     "B100",
     "B200",
+    "GB200",
+    "GB300",
     "H100",
     "H200",
     "L4",
+    "L40S",
+    "MI300X",
     "T4",
     "V100",
     "auto",
 )
+"""GPU variants ``GpuConfig`` accepts (case-insensitive); ``auto`` takes whatever GPU the
+backend has. GB200, GB300, L40S and MI300X came with the predecessor's 0.2.227 line."""
+
+ANY_REGION = "*"
+"""``regions=[ANY_REGION]``: run in any region, on every backend (``regions=None`` means the
+same except on Iris, where a child job then inherits its parent's region)."""
 
 
 class CpuConfig(Model):
@@ -46,6 +57,14 @@ class CpuConfig(Model):
     def chip_count(self) -> int:
         """Accelerator chips per replica: none."""
         return 0
+
+    def device_flops(self, dtype: str = "bf16") -> float:
+        """Peak FLOP/s of one chip: a CPU has no entry in the table.
+
+        Raises:
+            NotImplementedError: Always.
+        """
+        raise NotImplementedError(f"no peak FLOP/s figure for CPUs (dtype {dtype!r})")
 
     def default_env_vars(self) -> dict[str, str]:
         """Env vars a CPU task gets unless the request sets them."""
@@ -60,8 +79,8 @@ class GpuConfig(Model):
         count: GPUs per replica, at least 1.
     """
 
-    kind: Literal["gpu"] = "gpu"
     variant: str
+    kind: Literal["gpu"] = "gpu"
     count: int = Field(default=1, ge=1)
 
     @field_validator("variant")
@@ -82,6 +101,18 @@ class GpuConfig(Model):
         """GPUs per replica."""
         return self.count
 
+    def device_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one GPU at ``dtype`` (see ``fray.device_flops``).
+
+        Raises:
+            ValueError: The table has no figure for this GPU and dtype.
+        """
+        return _chip_flops(self.variant, dtype)
+
+    def total_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one replica's GPUs."""
+        return self.device_flops(dtype) * self.count
+
     def default_env_vars(self) -> dict[str, str]:
         """Env vars a GPU task gets unless the request sets them (empty: JAX picks)."""
         return {"JAX_PLATFORMS": ""}
@@ -96,8 +127,8 @@ class TpuConfig(Model):
         topology: Optional physical topology string (``"4x4x8"``), passed through to backends.
     """
 
-    kind: Literal["tpu"] = "tpu"
     variant: str
+    kind: Literal["tpu"] = "tpu"
     topology: str | None = None
 
     @field_validator("variant", mode="before")
@@ -121,9 +152,48 @@ class TpuConfig(Model):
         """VMs (replicas) per slice."""
         return self.topology_info.vm_count
 
+    def device_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one TPU chip at ``dtype`` (see ``fray.device_flops``).
+
+        Raises:
+            ValueError: The table has no figure for this TPU generation and dtype.
+        """
+        return _chip_flops(self.variant, dtype)
+
+    def total_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one VM's chips (one replica)."""
+        return self.device_flops(dtype) * self.chip_count()
+
     def default_env_vars(self) -> dict[str, str]:
         """Env vars a TPU task gets unless the request sets them."""
         return self.topology_info.default_env_vars()
+
+
+_CPU_NOMINAL_FLOPS = 100e9  # what MFU code divides by for CPU work (the predecessor's figure)
+_UNITS = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10))
+
+
+def _chip_flops(variant: str, dtype: str) -> float:
+    from fray.device_flops import device_flops
+
+    flops = device_flops(variant, dtype)
+    if flops is None:
+        raise ValueError(f"no peak FLOP/s figure for {variant} at dtype {dtype!r}")
+    return flops
+
+
+def _scaled_size(size: str, factor: float) -> str:
+    """``size`` times ``factor``, written with the largest binary unit it reaches."""
+    if factor == 1.0:
+        return size
+    scaled = parse_memory(size) * factor
+    for suffix, unit in _UNITS:
+        if scaled >= unit:
+            value = scaled / unit
+            if abs(value - round(value)) < 1e-9:
+                return f"{round(value)}{suffix}"
+            return f"{value:g}{suffix}"
+    return str(round(scaled))
 
 
 DeviceConfig = Annotated[CpuConfig | GpuConfig | TpuConfig, Field(discriminator="kind")]
@@ -139,11 +209,21 @@ class ResourceConfig(Model):
         device: ``CpuConfig()``, ``GpuConfig(...)`` or ``TpuConfig(...)``.
         preemptible: Whether the work may run on preemptible capacity; ``False`` pins it to
             non-preemptible capacity (the head node on Ray).
-        regions: Regions the work may run in, or ``None`` for anywhere.
+        regions: Regions the work may run in; ``None`` for anywhere (on Iris: the parent
+            job's region), ``[ANY_REGION]`` for anywhere on every backend.
         zone: A single zone the work must run in, or ``None``.
-        replicas: Replicas per job (TPU: VMs per slice × slices).
+        target_cluster: The cluster to run on, where a backend fronts several (Iris).
+        replicas: Replicas per job (TPU: VMs per slice × slices). On a multi-VM TPU the
+            default, 1, means one slice: one replica per VM of the slice.
         device_alternatives: Other device variants that are acceptable, same shape as ``device``.
+        image: The container image tasks run in, where the backend runs containers (Iris).
+        container_profile: A named container profile, where the backend has them (Iris).
+
+    Unlike most Fray types, ``ResourceConfig`` may be changed after it is made (as the
+    predecessor's dataclass could): each assignment is validated like a new value.
     """
+
+    model_config = ConfigDict(frozen=False, validate_assignment=True)
 
     cpu: float = Field(default=1, ge=0)
     ram: str = "4g"
@@ -152,8 +232,11 @@ class ResourceConfig(Model):
     preemptible: bool = True
     regions: tuple[str, ...] | None = None
     zone: str | None = None
+    target_cluster: str | None = None
     replicas: int = Field(default=1, ge=1)
     device_alternatives: tuple[str, ...] | None = None
+    image: str | None = None
+    container_profile: str | None = None
 
     @field_validator("ram", "disk", mode="before")
     @classmethod
@@ -181,11 +264,20 @@ class ResourceConfig(Model):
                     raise ValueError("every entry must be a non-empty string")
         return value
 
+    @field_validator("regions")
+    @classmethod
+    def _any_region_alone(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and ANY_REGION in value and len(value) > 1:
+            raise ValueError(f"{ANY_REGION!r} (ANY_REGION) means any region: give it alone")
+        return value
+
     @model_validator(mode="after")
     def _check_device_shape(self) -> Self:
         device = self.device
         if isinstance(device, TpuConfig):
             vms = device.vm_count()
+            if self.replicas == 1 and vms > 1:
+                object.__setattr__(self, "replicas", vms)  # the default: one slice, one per VM
             if self.replicas % vms:
                 raise ValueError(
                     f"replicas={self.replicas} must be a multiple of the {vms} VMs per "
@@ -229,6 +321,64 @@ class ResourceConfig(Model):
     def chip_count(self) -> int:
         """Accelerator chips over all replicas."""
         return self.device.chip_count() * self.replicas
+
+    def device_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one chip of ``device`` (for MFU).
+
+        Raises:
+            NotImplementedError: The device is a CPU.
+            ValueError: The table has no figure for this device and dtype.
+        """
+        return self.device.device_flops(dtype)
+
+    def total_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s over all replicas' chips; a nominal 100 GFLOP/s for CPU work."""
+        if isinstance(self.device, CpuConfig):
+            return _CPU_NOMINAL_FLOPS
+        return self.device_flops(dtype) * self.chip_count()
+
+    def scale(
+        self,
+        factor: float | None = None,
+        /,
+        *,
+        cpu: float | None = None,
+        ram: float | None = None,
+        disk: float | None = None,
+    ) -> ResourceConfig:
+        """A copy with ``cpu``, ``ram`` and ``disk`` multiplied: all three by ``factor``, or
+        each by its own keyword (an omitted one keeps its value). Sizes keep a compact unit:
+        ``ResourceConfig(ram="3g").scale(ram=1.5).ram == "4.5g"``.
+
+        Raises:
+            InvalidRequestError: ``factor`` and keywords are both given, or a factor is not a
+                finite number >= 0.
+        """
+        given = {"cpu": cpu, "ram": ram, "disk": disk}
+        if factor is not None and any(v is not None for v in given.values()):
+            raise InvalidRequestError.for_field(
+                "ResourceConfig.scale", factor, "give one factor, or cpu/ram/disk factors, not both"
+            )
+        factors: dict[str, float] = {}
+        for name, value in given.items():
+            chosen = factor if factor is not None else value
+            chosen = 1.0 if chosen is None else chosen
+            if (
+                isinstance(chosen, bool)
+                or not isinstance(chosen, int | float)
+                or not 0 <= chosen < math.inf
+            ):
+                raise InvalidRequestError.for_field(
+                    f"ResourceConfig.scale.{name}", chosen, "must be a finite number >= 0"
+                )
+            factors[name] = float(chosen)
+        return self.model_copy(
+            update={
+                "cpu": self.cpu * factors["cpu"],
+                "ram": _scaled_size(self.ram, factors["ram"]),
+                "disk": _scaled_size(self.disk, factors["disk"]),
+            }
+        )
 
     @classmethod
     def with_tpu(

@@ -8,11 +8,13 @@ changed copies.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Self, cast
 
 from pydantic import (
+    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -268,11 +270,29 @@ class Entrypoint(Model):
 # ---------------------------------------------------------------------------------------------
 # Jobs
 
-_JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_JOB_NAME_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$")
 JOB_NAME_ALLOWED = (
-    "job names are 1-128 characters of letters, digits, '-', '_' and '.', starting with a "
-    "letter or digit (no spaces or slashes)"
+    "job names are 1-256 printable characters without spaces; '/' and '%' are allowed and "
+    "are escaped in job ids (see fray.backend.job_id_part), where '/' separates a parent "
+    "job from its children"
 )
+
+
+def _seconds(value: Any) -> float | None:
+    """A duration as seconds: a number, a ``timedelta``, or an object with ``to_seconds()``
+    or ``total_seconds()`` (the predecessor's ``Duration``)."""
+    if value is None:
+        return None
+    for method in ("to_seconds", "total_seconds"):
+        convert = getattr(value, method, None)
+        if callable(convert):
+            value = convert()
+            break
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("give seconds (a number), a timedelta, or None")
+    if not 0 < value < math.inf:
+        raise ValueError("must be a finite number of seconds > 0, or None for no limit")
+    return float(value)
 
 
 class JobStatus(enum.StrEnum):
@@ -307,21 +327,45 @@ class JobRequest(Model):
         resources: What each replica needs.
         environment: Software environment; ``None`` for the current one.
         replicas: How many copies to run; ``None`` takes ``resources.replicas``.
+        processes_per_task: Processes per replica (one per GPU group); more than 1 only
+            where the backend runs a multi-process supervisor (Iris).
         max_retries_failure: Re-runs after the job's own failure (N retries = N+1 attempts).
         max_retries_preemption: Re-runs after a preemption (node or worker lost).
+        max_task_failures: Failed replica attempts the whole job tolerates, summed over its
+            attempts (preemptions never count); 0: no job-wide limit beyond
+            ``max_retries_failure``.
+        priority: The backend's priority band (0: its default). Placement only: a no-op on
+            the local and fake backends and on Ray.
+        timeout: Seconds each attempt may run (a number, a ``timedelta`` or the
+            predecessor's ``Duration``); an attempt that runs longer is stopped and counts as
+            a failure. ``None``: no limit.
         isolation: ``"thread"``, ``"process"`` or ``"auto"`` (the local backend runs callables
             in threads unless they need a process: env vars, TPU hosts). Remote backends
             always run jobs in processes.
+
+    Unlike most Fray types, ``JobRequest`` may be changed after it is made (as the
+    predecessor's dataclass could): each assignment is validated like a new value.
     """
+
+    model_config = ConfigDict(frozen=False, validate_assignment=True)
 
     name: str
     entrypoint: Entrypoint
     resources: ResourceConfig = Field(default_factory=ResourceConfig)
     environment: EnvironmentConfig | None = None
     replicas: int | None = Field(default=None, ge=1)
+    processes_per_task: int = Field(default=1, ge=1)
     max_retries_failure: int = Field(default=0, ge=0)
     max_retries_preemption: int = Field(default=100, ge=0)
+    max_task_failures: int = Field(default=0, ge=0)
+    priority: int = 0
+    timeout: float | None = None
     isolation: Literal["auto", "thread", "process"] = "auto"
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _check_timeout(cls, value: Any) -> float | None:
+        return _seconds(value)
 
     @field_validator("name")
     @classmethod
@@ -367,11 +411,18 @@ class ActorConfig(Model):
             in the order they arrived).
         max_restarts: Restarts after the actor dies (-1: forever; ``None``: backend default).
         max_task_retries: Retries of a call interrupted by the actor dying (-1: forever).
+        priority: The backend's priority band (0: its default); placement only, a no-op
+            on the local and fake backends and on Ray.
+
+    ``ActorConfig`` may be changed after it is made; each assignment is validated.
     """
+
+    model_config = ConfigDict(frozen=False, validate_assignment=True)
 
     max_concurrency: int = Field(default=1, ge=1)
     max_restarts: int | None = Field(default=None, ge=-1)
     max_task_retries: int | None = Field(default=None, ge=-1)
+    priority: int = 0
 
 
 class JobInfo(Model):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from fray import device_flops as df
-from fray._tpu import TPU_TOPOLOGIES
+from fray.topology import TPU_TOPOLOGIES
 
 # ---------------------------------------------------------------------------------------------
 # Known values (dense peaks per device)

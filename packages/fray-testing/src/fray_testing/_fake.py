@@ -23,7 +23,7 @@ from fray import (
     JobRequest,
     ResourceConfig,
 )
-from fray.backend import BaseClient, JobHistory, check_request
+from fray.backend import BaseClient, JobHistory, check_request, job_id_part
 from fray.errors import (
     InvalidRequestError,
     JobNotFoundError,
@@ -205,7 +205,7 @@ class FakeClient(BaseClient):
         default = self._default_outcome(request)
         with self._cond:
             self._check_open()
-            job_id = f"{request.name}-{next(self._ids)}"
+            job_id = f"{job_id_part(request.name)}-{next(self._ids)}"
             if parent is not None:
                 job_id = f"{parent.job_id}/{job_id}"
             steps = (outcome or default).steps(default)

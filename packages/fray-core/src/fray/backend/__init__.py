@@ -11,6 +11,7 @@ A backend is a client class plus the few hooks only it can write::
                        members, with the hook _stop (and _refresh where states are polled)
     BaseClient         context manager, create_actor as a group of one, _check_open
     JobHistory         the jobs a client answers for (unfinished + the last N finished)
+    job_id_part        a job's name as part of its id ('/' escaped: it separates children)
     bind_client, bind_actor, binding
                        what current_client() / current_actor() answer inside user code
     LogBuffer, route_output, restore_output, capture_into
@@ -41,6 +42,7 @@ from fray.backend._client import BaseClient, check_request
 from fray.backend._group import ActorMember, BaseActorGroup, validate_actor_args
 from fray.backend._handle import BaseJobHandle, check_max_lines, check_result
 from fray.backend._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
+from fray.backend._ids import job_id_part, name_of_id_part
 from fray.backend._output import (
     LineSink,
     LogBuffer,
@@ -81,7 +83,9 @@ __all__ = [
     "forget_default_client",
     "isolated_shared_clients",
     "job_history_limit",
+    "job_id_part",
     "merge_logs",
+    "name_of_id_part",
     "portable_error",
     "restore_output",
     "route_output",

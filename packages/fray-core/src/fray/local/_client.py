@@ -33,6 +33,7 @@ from fray.backend import (
     JobHistory,
     check_request,
     forget_default_client,
+    job_id_part,
     validate_actor_args,
 )
 from fray.environment_variables import FRAY_JOB_ID
@@ -108,7 +109,7 @@ class LocalClient(BaseClient):
         if parent is not None and parent.client is not self:
             parent = None
         prefix = parent.job_id if parent is not None else os.environ.get(FRAY_JOB_ID)
-        job_id = f"{request.name}-{secrets.token_hex(4)}"
+        job_id = f"{job_id_part(request.name)}-{secrets.token_hex(4)}"
         if prefix:
             job_id = f"{prefix}/{job_id}"
         job = LocalJob(self, job_id, request, parent)
