@@ -107,6 +107,7 @@ class JobRecord:
         "status",
         "stop_requested",
         "submitted_at",
+        "task_failures",
         "value",
     )
 
@@ -118,6 +119,7 @@ class JobRecord:
         self.ended = False  # a final status is recorded (under ``lock``)
         self.attempts = 0
         self.failures = 0
+        self.task_failures = 0
         self.preemptions = 0
         self.error: str | None = None
         self.cause: BaseException | None = None
@@ -149,10 +151,26 @@ class JobRecord:
         self.attempts += 1
         return self.attempts
 
-    def on_failure(self, cause: BaseException | None, error: str, code: int | None = None) -> bool:
-        """Charges a failed attempt to ``max_retries_failure``; returns whether to retry."""
+    def on_failure(
+        self,
+        cause: BaseException | None,
+        error: str,
+        code: int | None = None,
+        *,
+        failed_tasks: int = 1,
+    ) -> bool:
+        """Charges a failed attempt to ``max_retries_failure`` (and its ``failed_tasks``
+        failed replicas to the job-wide ``max_task_failures``); returns whether to retry."""
         self.failures += 1
+        self.task_failures += max(failed_tasks, 1)
         self.cause, self.error, self.exit_code = cause, error, code
+        limit = self.request.max_task_failures
+        if limit and self.task_failures > limit:
+            self.error = (
+                f"{self.task_failures} failed task attempts, more than max_task_failures="
+                f"{limit}; last: {error}"
+            )
+            return False
         if self.failures <= self.request.max_retries_failure:
             self.note(f"[fray] attempt {self.attempts} failed ({error}); retrying")
             return True

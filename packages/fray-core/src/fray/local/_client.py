@@ -103,6 +103,13 @@ class LocalClient(BaseClient):
         del adopt_existing
         check_request(request)
         self._check_open()
+        if request.processes_per_task > 1:
+            raise InvalidRequestError.for_field(
+                "JobRequest.processes_per_task",
+                request.processes_per_task,
+                "the local backend runs one process per replica; use replicas, or a backend "
+                "that runs a multi-process supervisor per task (Iris)",
+            )
         process = self._needs_process(request)
         self._check_packages(request)
         parent = current_job.get()
@@ -199,17 +206,27 @@ class LocalClient(BaseClient):
                         return
                     if job.begin_attempt() > 1:
                         job.log.reopen()
-                outcome = attempt_process(self, job) if process else attempt_thread(self, job)
+                timer = self._arm_timeout(job)
+                outcome: tuple[Any, ...]
+                try:
+                    outcome = attempt_process(self, job) if process else attempt_thread(self, job)
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                if job.stop_requested:
+                    return
+                if job.timed_out == job.attempts:
+                    outcome = self._timed_out(job)
                 kind = outcome[0]
-                if job.stop_requested or kind == "stopped":
+                if kind == "stopped":
                     return
                 if kind == "ok":
                     job.value = outcome[1]
                     job.finish(JobStatus.SUCCEEDED)
                     return
                 if kind == "failed":
-                    _, cause, error, code = outcome
-                    if job.on_failure(cause, error, code):
+                    _, cause, error, code, failed = outcome
+                    if job.on_failure(cause, error, code, failed_tasks=failed):
                         continue
                     job.finish(JobStatus.FAILED)
                     return
@@ -227,6 +244,38 @@ class LocalClient(BaseClient):
         finally:
             if not job.ended:  # stopped: by terminate(), or before it could start
                 job.finish(JobStatus.STOPPED)
+
+    @staticmethod
+    def _timed_out(job: LocalJob) -> tuple[Any, ...]:
+        timeout = job.request.timeout
+        message = f"attempt {job.attempts} ran longer than timeout={timeout:g}s"
+        return ("failed", TimeoutError(message), f"TimeoutError: {message}", None, 1)
+
+    def _arm_timeout(self, job: LocalJob) -> threading.Timer | None:
+        """Stops the attempt now starting once it has run ``JobRequest.timeout`` seconds."""
+        timeout = job.request.timeout
+        if timeout is None:
+            return None
+        timer = threading.Timer(timeout, self._time_out, (job, job.attempts))
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _time_out(self, job: LocalJob, attempt: int) -> None:
+        with job.lock:
+            if job.ended or job.stop_requested or job.attempts != attempt:
+                return
+            job.timed_out = attempt
+            job.signalled = True
+            for replica in job.replicas:
+                if replica.in_user_code and replica.thread_id is not None:
+                    inject_stop(replica.thread_id)
+            processes = any(r.process is not None for r in job.replicas)
+        if processes:
+            signal_replicas(job, signal.SIGTERM)
+            kill = threading.Timer(self.grace, signal_replicas, (job, signal.SIGKILL))
+            kill.daemon = True
+            kill.start()
 
     def _job_ended(self, job: LocalJob) -> None:
         with self._lock:  # before it is seen done

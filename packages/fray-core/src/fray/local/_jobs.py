@@ -62,7 +62,16 @@ class Replica:
 class LocalJob(JobRecord):
     """A local job's record: the seam's plus its output, children, replicas and files."""
 
-    __slots__ = ("children", "client", "log", "parent_job", "replicas", "signalled", "workdir")
+    __slots__ = (
+        "children",
+        "client",
+        "log",
+        "parent_job",
+        "replicas",
+        "signalled",
+        "timed_out",
+        "workdir",
+    )
 
     def __init__(
         self, client: LocalClient, job_id: str, request: JobRequest, parent: LocalJob | None
@@ -76,6 +85,7 @@ class LocalJob(JobRecord):
         self.log = LogBuffer()
         self.replicas: list[Replica] = []
         self.signalled = False
+        self.timed_out = 0  # the attempt that ran past JobRequest.timeout, if any
         self.workdir: str | None = None
 
     def note(self, line: str) -> None:

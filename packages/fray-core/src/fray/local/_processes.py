@@ -98,8 +98,9 @@ def _replica_env(job: LocalJob, index: int, coordinator_port: int) -> dict[str, 
 
 def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
     """Runs one attempt in guarded processes (one per replica); returns its outcome:
-    ``("ok", value)``, ``("failed", exc | None, error, code)``, ``("preempted", error,
-    code)`` or ``("stopped",)``. One replica down takes the whole attempt down."""
+    ``("ok", value)``, ``("failed", exc | None, error, code, failed replicas)``,
+    ``("preempted", error, code)`` or ``("stopped",)``. One replica down takes the whole
+    attempt down."""
     request = job.request
     entry = request.entrypoint
     count = request.replica_count
@@ -168,14 +169,15 @@ def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
         name = signal.Signals(-code).name
         return ("preempted", f"replica {index} was killed by {name}", code)
     last = next((line for _ts, line in reversed(job.log.lines) if line.strip()), "")
+    failed = sum(1 for _i, c in bad if c > 0)
     if entry.is_callable:
         record = _read_result(replicas[index])
         if record[0] == "error":
             exc = record[1]
-            return ("failed", exc, f"{type(exc).__name__}: {exc}", code)
+            return ("failed", exc, f"{type(exc).__name__}: {exc}", code, failed)
     where = f"replica {index} " if count > 1 else ""
     error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-    return ("failed", None, error, code)
+    return ("failed", None, error, code, failed)
 
 
 def _read_result(replica: Replica) -> tuple[Any, ...]:

@@ -91,7 +91,8 @@ class JobThreads:
 
 def attempt_thread(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
     """Runs one attempt of a callable job in threads (one per replica); returns its
-    outcome: ``("ok", value)``, ``("failed", exc, error, None)`` or ``("stopped",)``."""
+    outcome: ``("ok", value)``, ``("failed", exc, error, None, failed replicas)`` or
+    ``("stopped",)``."""
     count = job.request.replica_count
     replicas = [Replica(i) for i in range(count)]
     job.replicas = replicas
@@ -118,9 +119,10 @@ def attempt_thread(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
     for error in errors:
         if isinstance(error, Terminated):
             return ("stopped",)
-    for error in errors:
-        if error is not None:
-            return ("failed", error, f"{type(error).__name__}: {error}", None)
+    failed = [error for error in errors if error is not None]
+    if failed:
+        error = failed[0]
+        return ("failed", error, f"{type(error).__name__}: {error}", None, len(failed))
     return ("ok", results[0] if count == 1 else results)
 
 
@@ -134,7 +136,7 @@ def _run_replica(client: LocalClient, job: LocalJob, replica: Replica) -> Any:
     try:
         with capture_into(job.log, client.echo_logs):
             with job.lock:
-                if job.stop_requested:
+                if job.stop_requested or job.timed_out == job.attempts:
                     raise Terminated
                 replica.in_user_code = True
             try:
