@@ -169,8 +169,11 @@ def test_with_tpu_multislice() -> None:
     assert res.replicas == 6  # 2 VMs per slice
     assert res.slice_count == 3
     assert res.chip_count() == 24
-    assert res.cpu == 32 and res.ram == "128g" and res.disk == "50g"
+    # Half of a v4 host VM (240 cores, 400 GB), as the predecessor's 0.2.227 line sizes it.
+    assert res.cpu == 120 and res.ram == "200g" and res.disk == "50g"
     assert request(resources=res).replicas == 6
+    v5p = ResourceConfig.with_tpu("v5p-8")
+    assert (v5p.cpu, v5p.ram) == (104, "224g")
 
 
 def test_with_tpu_alias_and_alternatives() -> None:

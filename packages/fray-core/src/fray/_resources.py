@@ -390,8 +390,9 @@ class ResourceConfig(Model):
             tpu_type: A TPU type, or a list whose first entry is preferred and the rest are
                 acceptable alternatives of the same shape.
             slice_count: Number of slices (multislice when more than 1).
-            **kwargs: Other ``ResourceConfig`` fields; ``cpu``, ``ram`` and ``disk`` default
-                to 32, ``"128g"`` and ``"50g"`` per host.
+            **kwargs: Other ``ResourceConfig`` fields; ``cpu`` and ``ram`` default to half
+                the family's host VM (``fray.topology.TPU_HOST_RESOURCES``: 104 cores and
+                ``"224g"`` on v5p), ``disk`` to ``"50g"``.
         """
         reject_reserved(
             "with_tpu",
@@ -417,8 +418,9 @@ class ResourceConfig(Model):
                 "ResourceConfig.with_tpu.slice_count", slice_count, "must be an integer >= 1"
             )
         device = TpuConfig(variant=types[0])
-        kwargs.setdefault("cpu", 32)
-        kwargs.setdefault("ram", "128g")
+        cpu, ram = _tpu.tpu_host_defaults(device.variant)
+        kwargs.setdefault("cpu", cpu)
+        kwargs.setdefault("ram", ram)
         kwargs.setdefault("disk", "50g")
         if len(types) > 1:
             kwargs.setdefault("device_alternatives", tuple(types[1:]))

@@ -35,15 +35,25 @@ Example:
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal
 
 __all__ = [
+    "DEFAULT_TPU_HOST_FRACTION",
+    "TPU_HBM_BYTES_PER_CHIP",
+    "TPU_HOST_RESOURCES",
     "TPU_TOPOLOGIES",
+    "TpuFamily",
+    "TpuHostResources",
     "TpuTopology",
     "UnknownTpuTypeError",
     "canonical_tpu_name",
     "get_tpu_topology",
     "slices_for_replicas",
+    "tpu_family",
     "tpu_generations",
+    "tpu_hbm_bytes_per_chip",
+    "tpu_hbm_capacity_bytes",
+    "tpu_host_defaults",
 ]
 
 # High-bandwidth memory per chip, in GiB, by generation. The key order is the
@@ -335,3 +345,86 @@ def slices_for_replicas(name: str, replicas: int) -> int:
             f"(a positive number such as {examples}); got {replicas}"
         )
     return replicas // vms
+
+
+# ---------------------------------------------------------------------------------------------
+# Host VMs and HBM by family (the names the predecessor's 0.2.227 line uses)
+
+TpuFamily = Literal["v4", "v5e", "v5p", "v6e"]
+"""A TPU family as capacity tables name it: ``v5e`` is the ``v5litepod`` generation."""
+
+_FAMILY_OF_GENERATION: dict[str, TpuFamily] = {
+    "v4": "v4",
+    "v5litepod": "v5e",
+    "v5p": "v5p",
+    "v6e": "v6e",
+}
+
+TPU_HBM_BYTES_PER_CHIP: Mapping[str, int] = MappingProxyType(
+    {_FAMILY_OF_GENERATION[g]: gib << 30 for g, gib in _HBM_PER_CHIP_GIB.items()}
+)
+"""HBM per chip in bytes, by family (Google Cloud's TPU specifications)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TpuHostResources:
+    """The CPU cores and RAM (GB) of one TPU host VM of a family.
+
+    Attributes:
+        cpu: Cores of the host VM.
+        ram_gb: Its RAM in GB.
+    """
+
+    cpu: int
+    ram_gb: int
+
+
+TPU_HOST_RESOURCES: Mapping[str, TpuHostResources] = MappingProxyType(
+    {
+        "v4": TpuHostResources(cpu=240, ram_gb=400),
+        "v5e": TpuHostResources(cpu=112, ram_gb=192),
+        "v5p": TpuHostResources(cpu=208, ram_gb=448),
+        "v6e": TpuHostResources(cpu=180, ram_gb=720),
+    }
+)
+"""The host VM of each family, as the clusters Marin runs on size them."""
+
+DEFAULT_TPU_HOST_FRACTION = 0.5
+"""The share of a TPU host VM that ``ResourceConfig.with_tpu`` asks for by default: enough
+RAM for checkpoint saves, with room left for CPU tasks on the same host."""
+
+
+def tpu_family(tpu_type: str) -> TpuFamily:
+    """The family of a TPU slice type (``"v5litepod-16"`` → ``"v5e"``).
+
+    Raises:
+        UnknownTpuTypeError: ``tpu_type`` is not a known slice type (a ``ValueError``).
+    """
+    return _FAMILY_OF_GENERATION[get_tpu_topology(tpu_type).generation]
+
+
+def tpu_hbm_bytes_per_chip(family: str) -> int:
+    """HBM of one chip of ``family``, in bytes.
+
+    Raises:
+        ValueError: Not a known family.
+    """
+    hbm = TPU_HBM_BYTES_PER_CHIP.get(family)
+    if hbm is None:
+        raise ValueError(
+            f"unknown TPU family {family!r}; known: {', '.join(TPU_HBM_BYTES_PER_CHIP)}"
+        )
+    return hbm
+
+
+def tpu_hbm_capacity_bytes(tpu_type: str) -> int:
+    """HBM of a whole slice of ``tpu_type``, in bytes."""
+    return get_tpu_topology(tpu_type).hbm_total_gib << 30
+
+
+def tpu_host_defaults(tpu_type: str) -> tuple[int, str]:
+    """The CPU cores and RAM (e.g. ``"104g"``) ``with_tpu`` asks for per host by default:
+    :data:`DEFAULT_TPU_HOST_FRACTION` of the family's host VM."""
+    host = TPU_HOST_RESOURCES[tpu_family(tpu_type)]
+    cpu = max(1, int(host.cpu * DEFAULT_TPU_HOST_FRACTION))
+    return cpu, f"{int(host.ram_gb * DEFAULT_TPU_HOST_FRACTION)}g"

@@ -276,8 +276,8 @@ class LocalRayCluster:
         tpu_type: str,
         name: str | None = None,
         *,
-        num_cpus: float = 64,
-        memory: int = 256 * _GIB,
+        num_cpus: float | None = None,
+        memory: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> list[Node]:
         """Adds one fake TPU slice: a raylet per VM that Ray takes for a TPU host.
@@ -291,16 +291,22 @@ class LocalRayCluster:
         Args:
             tpu_type: A TPU type from fray's database, e.g. ``"v4-16"``.
             name: The slice name (``TPU_NAME``); a fresh one if ``None``.
-            num_cpus: Logical CPUs per host.
-            memory: Logical memory per host, in bytes.
+            num_cpus: Logical CPUs per host; default: a real host VM's of the family
+                (``fray.topology.TPU_HOST_RESOURCES``), so ``with_tpu``'s defaults fit.
+            memory: Logical memory per host, in bytes; default: a real host VM's.
             env: Extra env vars for every host of the slice.
 
         Returns:
             The hosts, index = TPU worker id.
         """
-        from fray.topology import get_tpu_topology
+        from fray.topology import TPU_HOST_RESOURCES, get_tpu_topology, tpu_family
 
         topology = get_tpu_topology(tpu_type)
+        host = TPU_HOST_RESOURCES[tpu_family(topology.name)]
+        if num_cpus is None:
+            num_cpus = host.cpu
+        if memory is None:
+            memory = host.ram_gb * 10**9
         if name is None:
             self._slice_counter += 1
             name = f"fake-{topology.name}-{self._slice_counter}"
