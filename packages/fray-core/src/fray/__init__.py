@@ -16,15 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fray._actor import ActorContext, current_actor
-from fray._client import (
-    ClientSpec,
-    client_from_spec,
-    current_client,
-    parse_client_spec,
-    register_backend,
-    set_current_client,
-)
+from fray._client import ClientSpec, client_from_spec, parse_client_spec, register_backend
 from fray._wait import wait_all
+
+# Imported now, not on first use: importing a submodule binds its name in this package,
+# and ``fray.current_client`` must stay the function (the module's own name rebinds it).
+from fray.current_client import current_client, set_current_client
 from fray.errors import (
     ActorDiedError,
     ActorError,
@@ -40,6 +37,7 @@ from fray.errors import (
 )
 
 if TYPE_CHECKING:
+    from fray._compat import DeviceKind, GpuType, TpuTopologyInfo, TpuType, get_tpu_topology
     from fray._protocols import (
         ActorFuture,
         ActorGroup,
@@ -48,8 +46,11 @@ if TYPE_CHECKING:
         Client,
         JobHandle,
     )
+    from fray._resources import ANY_REGION
     from fray._types import (
         ActorConfig,
+        BinaryEntrypoint,
+        CallableEntrypoint,
         CpuConfig,
         DeviceConfig,
         Entrypoint,
@@ -63,11 +64,19 @@ if TYPE_CHECKING:
         create_environment,
         parse_memory,
     )
-    from fray.local import LocalClient, current_job_id, task_index
+    from fray.local import (
+        LocalActorHandle,
+        LocalActorMethod,
+        LocalClient,
+        LocalJobHandle,
+        current_job_id,
+        task_index,
+    )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ANY_REGION",
     "ActorConfig",
     "ActorContext",
     "ActorDiedError",
@@ -77,14 +86,18 @@ __all__ = [
     "ActorHandle",
     "ActorMethod",
     "BackendUnavailableError",
+    "BinaryEntrypoint",
+    "CallableEntrypoint",
     "Client",
     "ClientSpec",
     "CpuConfig",
     "DeviceConfig",
+    "DeviceKind",
     "Entrypoint",
     "EnvironmentConfig",
     "FrayError",
     "GpuConfig",
+    "GpuType",
     "InvalidRequestError",
     "JobAlreadyExists",
     "JobAlreadyExistsError",
@@ -96,14 +109,20 @@ __all__ = [
     "JobRequest",
     "JobStatus",
     "JobTimeoutError",
+    "LocalActorHandle",
+    "LocalActorMethod",
     "LocalClient",
+    "LocalJobHandle",
     "ResourceConfig",
     "TpuConfig",
+    "TpuTopologyInfo",
+    "TpuType",
     "client_from_spec",
     "create_environment",
     "current_actor",
     "current_client",
     "current_job_id",
+    "get_tpu_topology",
     "parse_client_spec",
     "parse_memory",
     "register_backend",
@@ -114,9 +133,25 @@ __all__ = [
 
 # Loaded on first use: the request types pull in pydantic, the backends much more.
 _LAZY = {
-    "LocalClient": "fray.local",
-    "current_job_id": "fray.local",
-    "task_index": "fray.local",
+    **dict.fromkeys(
+        (
+            "LocalActorHandle",
+            "LocalActorMethod",
+            "LocalActorHandle",
+            "LocalActorMethod",
+            "LocalClient",
+            "LocalJobHandle",
+            "LocalJobHandle",
+            "current_job_id",
+            "task_index",
+        ),
+        "fray.local",
+    ),
+    **dict.fromkeys(
+        ("DeviceKind", "GpuType", "TpuTopologyInfo", "TpuType", "get_tpu_topology"),
+        "fray._compat",
+    ),
+    "ANY_REGION": "fray._resources",
     **dict.fromkeys(
         ("ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"),
         "fray._protocols",
@@ -124,6 +159,8 @@ _LAZY = {
     **dict.fromkeys(
         (
             "ActorConfig",
+            "BinaryEntrypoint",
+            "CallableEntrypoint",
             "CpuConfig",
             "DeviceConfig",
             "Entrypoint",

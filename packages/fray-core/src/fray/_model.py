@@ -7,9 +7,10 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self, cast
+from typing import Annotated, Any, Self, cast
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     ValidationError,
@@ -21,6 +22,10 @@ __all__ = [
     "MEMORY_ALLOWED",
     "REDACTED",
     "Model",
+    "Seq",
+    "SeqOf",
+    "StrSeq",
+    "as_seq",
     "as_tuple",
     "is_secret_name",
     "memory_field",
@@ -232,6 +237,34 @@ def parse_memory(value: str | int, *, field: str = "memory") -> int:
     if not math.isfinite(size):
         raise InvalidRequestError.for_field(field, value, "the size is too large")
     return int(size)
+
+
+class Seq(tuple[Any, ...]):
+    """A tuple that also equals a list with the same items: a request keeps the sequences it
+    is given as immutable tuples, yet ``request.args == [1, 2]`` holds when ``[1, 2]`` was
+    passed in (the predecessor's dataclasses kept the lists themselves)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return tuple.__eq__(self, tuple(cast(list[Any], other)))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return tuple.__hash__(self)
+
+
+def as_seq(value: tuple[Any, ...] | None) -> Seq | None:
+    """``value`` as a :class:`Seq` (pydantic ``AfterValidator``)."""
+    return None if value is None else Seq(value)
+
+
+SeqOf = Annotated[tuple[Any, ...], AfterValidator(as_seq)]
+StrSeq = Annotated[tuple[str, ...], AfterValidator(as_seq)]
 
 
 def as_tuple(value: Any) -> tuple[Any, ...]:

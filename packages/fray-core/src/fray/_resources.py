@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from fray import topology as _tpu
-from fray._model import Model, as_tuple, memory_field, parse_memory, reject_reserved
+from fray._model import Model, StrSeq, as_tuple, memory_field, parse_memory, reject_reserved
 from fray.errors import InvalidRequestError
 
 __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
@@ -230,11 +230,11 @@ class ResourceConfig(Model):
     disk: str = "16g"
     device: DeviceConfig = Field(default_factory=CpuConfig)
     preemptible: bool = True
-    regions: tuple[str, ...] | None = None
+    regions: StrSeq | None = None
     zone: str | None = None
     target_cluster: str | None = None
     replicas: int = Field(default=1, ge=1)
-    device_alternatives: tuple[str, ...] | None = None
+    device_alternatives: StrSeq | None = None
     image: str | None = None
     container_profile: str | None = None
 

@@ -7,6 +7,7 @@ changed copies.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import re
@@ -22,6 +23,9 @@ from pydantic import (
 
 from fray._model import (
     Model,
+    Seq,
+    SeqOf,
+    StrSeq,
     as_tuple,
     is_secret_name,
     parse_memory,
@@ -40,6 +44,8 @@ from fray.errors import InvalidRequestError
 __all__ = [
     "GPU_TYPES",
     "ActorConfig",
+    "BinaryEntrypoint",
+    "CallableEntrypoint",
     "CpuConfig",
     "DeviceConfig",
     "Entrypoint",
@@ -78,9 +84,9 @@ class EnvironmentConfig(Model):
 
     workspace: str | None = None
     docker_image: str | None = None
-    pip_packages: tuple[str, ...] = ()
+    pip_packages: StrSeq = Seq()
     env_vars: dict[str, str] = Field(default_factory=dict)
-    extras: tuple[str, ...] = ()
+    extras: StrSeq = Seq()
 
     @field_validator("pip_packages", "extras", mode="before")
     @classmethod
@@ -160,6 +166,25 @@ def create_environment(
 # Entrypoints
 
 
+@dataclasses.dataclass(frozen=True)
+class CallableEntrypoint:
+    """A callable with its arguments (the predecessor's name for that half of
+    :class:`Entrypoint`; see ``Entrypoint.callable_entrypoint``)."""
+
+    callable: Callable[..., Any]
+    args: Sequence[Any] = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+
+
+@dataclasses.dataclass(frozen=True)
+class BinaryEntrypoint:
+    """A program and its arguments (the predecessor's name for that half of
+    :class:`Entrypoint`; see ``Entrypoint.binary_entrypoint``)."""
+
+    command: str
+    args: Sequence[str]
+
+
 class Entrypoint(Model):
     """What a job runs: a Python callable or a command line (exactly one of them).
 
@@ -167,9 +192,33 @@ class Entrypoint(Model):
     """
 
     callable: Callable[..., Any] | None = None
-    args: tuple[Any, ...] = ()
+    args: SeqOf = Seq()
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    command: tuple[str, ...] | None = None
+    command: StrSeq | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _predecessor_shape(cls, data: Any) -> Any:
+        """``Entrypoint(callable_entrypoint=CallableEntrypoint(...))`` or with a
+        ``BinaryEntrypoint``, as the predecessor built them."""
+        if not isinstance(data, dict):
+            return data
+        fields = cast(dict[str, Any], data)
+        wrapped = fields.pop("callable_entrypoint", None)
+        if isinstance(fields.get("callable"), CallableEntrypoint):
+            wrapped = fields.pop("callable")
+        if wrapped is not None:
+            if not isinstance(wrapped, CallableEntrypoint):
+                raise ValueError("callable_entrypoint must be a CallableEntrypoint")
+            fields.update(callable=wrapped.callable, args=wrapped.args, kwargs=wrapped.kwargs)
+        binary = fields.pop("binary_entrypoint", None)
+        if isinstance(fields.get("callable"), BinaryEntrypoint):
+            binary = fields.pop("callable")
+        if binary is not None:
+            if not isinstance(binary, BinaryEntrypoint):
+                raise ValueError("binary_entrypoint must be a BinaryEntrypoint")
+            fields["command"] = (binary.command, *binary.args)
+        return fields
 
     @field_validator("command", mode="before")
     @classmethod
@@ -202,6 +251,20 @@ class Entrypoint(Model):
     def is_callable(self) -> bool:
         """Whether this runs a Python callable."""
         return self.callable is not None
+
+    @property
+    def callable_entrypoint(self) -> CallableEntrypoint | None:
+        """The callable, its args and kwargs, as the predecessor's shape (or ``None``)."""
+        if self.callable is None:
+            return None
+        return CallableEntrypoint(self.callable, self.args, dict(self.kwargs))
+
+    @property
+    def binary_entrypoint(self) -> BinaryEntrypoint | None:
+        """The command, as the predecessor's shape (or ``None``)."""
+        if self.command is None:
+            return None
+        return BinaryEntrypoint(self.command[0], Seq(self.command[1:]))
 
     @classmethod
     def from_callable(

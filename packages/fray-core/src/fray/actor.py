@@ -1,0 +1,34 @@
+"""Actors at the predecessor's ``fray.actor`` path: the protocols, ``ActorContext`` and
+``current_actor``, plus the pair Zephyr's tests use to fake an actor context."""
+
+from __future__ import annotations
+
+import contextvars
+
+from fray._actor import ActorContext, current_actor
+from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod
+from fray.backend import bind_actor, unbind_actor
+
+__all__ = [
+    "ActorContext",
+    "ActorFuture",
+    "ActorGroup",
+    "ActorHandle",
+    "ActorMethod",
+    "current_actor",
+]
+
+
+def _set_current_actor(  # pyright: ignore[reportUnusedFunction]
+    context: ActorContext,
+) -> contextvars.Token[ActorContext | None]:
+    """Makes ``current_actor()`` return ``context`` here; undo with
+    :func:`_reset_current_actor` (for tests that run actor code outside an actor)."""
+    return bind_actor(context)
+
+
+def _reset_current_actor(  # pyright: ignore[reportUnusedFunction]
+    token: contextvars.Token[ActorContext | None],
+) -> None:
+    """Undoes :func:`_set_current_actor`."""
+    unbind_actor(token)
