@@ -90,6 +90,59 @@ def test_command_job_logs_every_line_including_the_last(client: LocalClient) -> 
         job.result()
 
 
+def two_writers(first: threading.Barrier, second: threading.Barrier) -> None:
+    """Replica 0 starts a line, replica 1 prints a whole one, then replica 0 ends its line."""
+    if fray.task_index() == 0:
+        print("zero-start", end="")
+        first.wait(30)
+        second.wait(30)
+        print(" zero-end")
+    else:
+        first.wait(30)
+        print("one")
+        second.wait(30)
+
+
+def test_lines_of_replicas_writing_at_once_stay_whole(client: LocalClient) -> None:
+    first, second = threading.Barrier(2), threading.Barrier(2)
+    threads = client.submit(req(two_writers, first, second, replicas=2))
+    assert threads.wait(timeout=30) is JobStatus.SUCCEEDED
+    assert list(threads.logs()) == ["one", "zero-start zero-end"]
+    # Each process's last line has no newline: it is a line of its own all the same.
+    procs = client.submit(cmd('printf "tail $FRAY_TASK_INDEX"', replicas=2))
+    assert procs.wait(timeout=30) is JobStatus.SUCCEEDED
+    assert sorted(procs.logs()) == ["tail 0", "tail 1"]
+
+
+_ECHO_DRIVER = """
+import sys
+from pathlib import Path
+import fray
+
+gate = Path(sys.argv[1])
+client = fray.LocalClient()  # echo_logs: job output is copied to this process's stdout
+job = client.submit(fray.JobRequest(name="chatty", entrypoint=fray.Entrypoint.from_shell(
+    f"echo job-1; while [ ! -e {gate} ]; do sleep 0.01; done; echo job-2")))
+next(iter(job.logs(follow=True)))  # the job's output is being echoed
+print("main-start", end="")  # print() writes this and its newline in two calls
+gate.touch()
+job.wait(timeout=60)  # job-2 was echoed meanwhile
+print(" main-end")
+client.shutdown()
+"""
+
+
+def test_echoed_job_output_never_lands_inside_a_printed_line(tmp_path: Any) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _ECHO_DRIVER, str(tmp_path / "gate")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "job-1\njob-2\nmain-start main-end\n"
+
+
 def test_command_exit_code_is_failure(client: LocalClient) -> None:
     job = client.submit(cmd("echo giving up; exit 3"))
     with pytest.raises(JobFailedError, match="exited with code 3; last output: giving up"):
