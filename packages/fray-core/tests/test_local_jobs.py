@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import fray
-from conftest import pid_alive
+from conftest import pid_alive, wait_dead
 from fray import (
     Entrypoint,
     EnvironmentConfig,
@@ -215,7 +215,7 @@ def test_terminate_kills_the_whole_process_tree(client: LocalClient) -> None:
     assert all(pid_alive(p) for p in pids)
     job.terminate()
     assert job.status() is JobStatus.STOPPED
-    assert not any(pid_alive(p) for p in pids)
+    assert wait_dead(pids) == []  # killed: gone once the kernel has run their exit
     assert job.wait(timeout=5) is JobStatus.STOPPED  # STOPPED is returned, not raised
     with pytest.raises(JobFailedError, match="stopped"):
         job.result()
@@ -227,7 +227,7 @@ def test_terminate_escalates_to_sigkill(client: LocalClient) -> None:
     pid = int(line.split()[1])
     job.terminate()  # grace is 2 s in tests, then SIGKILL
     assert job.status() is JobStatus.STOPPED
-    assert not pid_alive(pid)
+    assert wait_dead([pid]) == []  # it ignores SIGTERM: only the SIGKILL ends it
 
 
 def test_terminate_a_thread_job(client: LocalClient) -> None:
@@ -326,7 +326,7 @@ def test_terminating_a_parent_stops_its_children(client: LocalClient) -> None:
     (child_id,) = parent.info().children
     assert client.get_job(child_id).status() is JobStatus.STOPPED
     assert parent.status() is JobStatus.STOPPED
-    assert not pid_alive(child_pid)
+    assert wait_dead([child_pid]) == []
 
 
 def test_children_die_with_a_finished_parent(client: LocalClient) -> None:
@@ -494,7 +494,7 @@ def test_shutdown_leaves_no_process_or_thread() -> None:
     del actor
     client.shutdown()
     assert all(j.status() is JobStatus.STOPPED for j in [*jobs, thread_job])
-    assert not any(pid_alive(p) for p in pids)
+    assert wait_dead(pids) == []
     assert not psutil.Process().children(recursive=True)
     leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     for t in leftover:
@@ -518,8 +518,7 @@ def test_driver_exit_kills_subprocess_jobs(tmp_path: Any) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
     )
     pid = int(out.stdout.strip())
-    psutil.wait_procs([psutil.Process(pid)] if pid_alive(pid) else [], timeout=10)
-    assert not pid_alive(pid)
+    assert wait_dead([pid]) == []  # killed by its guardian once the driver is gone
 
 
 def test_handles_are_not_silently_pickled_across_clients(client: LocalClient) -> None:
