@@ -117,8 +117,8 @@ CALLS: dict[str, Rule] = {
     "ray.job_submission.JobSubmissionClient": Rule(
         "ray-job-submission",
         REMOTE,
-        "current_client().submit(JobRequest(name=..., entrypoint=Entrypoint.from_command("
-        "'python', 'train.py'))); or the CLI: fray run -- python train.py",
+        "for each submit_job(entrypoint=CMD): current_client().submit(JobRequest(name=..., "
+        "entrypoint=Entrypoint.from_command(*shlex.split(CMD)))); or the CLI: fray run -- CMD",
     ),
 }
 
@@ -175,32 +175,22 @@ PREFIXES: tuple[tuple[str, Rule], ...] = (
 )
 GENERIC = Rule("ray-other", REMOTE, "no one-to-one Fray form: see docs/migrating-from-ray.md")
 
-# Keyword options of @ray.remote / .options(); ``{value}`` is the option's value as written.
+# Keyword options of @ray.remote / .options(); ``{value}`` is the option's value as written,
+# ``{advice}`` what the scanner derived from it and the options beside it.
 OPTIONS: dict[str, Rule] = {
-    "num_cpus": Rule("num-cpus", RESOURCES, "ResourceConfig(cpu=N)"),
-    "memory": Rule("memory", RESOURCES, "ResourceConfig(ram='16g') (sizes as strings)"),
-    "num_gpus": Rule("num-gpus", RESOURCES, "ResourceConfig.with_gpu(TYPE, count=N)"),
-    "accelerator_type": Rule(
-        "accelerator-type", RESOURCES, "ResourceConfig.with_gpu({value}, count=N)"
-    ),
-    "runtime_env": Rule(
-        "runtime-env",
+    "num_cpus": Rule("num-cpus", RESOURCES, "ResourceConfig(cpu={value})"),
+    "memory": Rule(
+        "memory",
         RESOURCES,
-        "JobRequest(environment=EnvironmentConfig(env_vars={...}, pip_packages=[...]))",
+        "ResourceConfig(ram={ram}) (Ray's memory is bytes; Fray's ram is a size per replica)",
     ),
-    "max_retries": Rule(
-        "max-retries",
-        RESOURCES,
-        "JobRequest(max_retries_failure=N, max_retries_preemption=M): separate budgets",
-    ),
-    "retry_exceptions": Rule(
-        "max-retries",
-        RESOURCES,
-        "JobRequest(max_retries_failure=N): user exceptions count against it",
-    ),
-    "max_restarts": Rule("actor-options", RESOURCES, "ActorConfig(max_restarts=N)"),
-    "max_task_retries": Rule("actor-options", RESOURCES, "ActorConfig(max_task_retries=N)"),
-    "max_concurrency": Rule("actor-options", RESOURCES, "ActorConfig(max_concurrency=N)"),
+    "num_gpus": Rule("num-gpus", RESOURCES, "{advice}"),
+    "accelerator_type": Rule("accelerator-type", RESOURCES, "{advice}"),
+    "max_retries": Rule("max-retries", RESOURCES, "JobRequest({retries}){note}"),
+    "retry_exceptions": Rule("max-retries", RESOURCES, "JobRequest({retries}){note}"),
+    "max_restarts": Rule("actor-options", RESOURCES, "ActorConfig(max_restarts={value})"),
+    "max_task_retries": Rule("actor-options", RESOURCES, "ActorConfig(max_task_retries={value})"),
+    "max_concurrency": Rule("actor-options", RESOURCES, "ActorConfig(max_concurrency={value})"),
     "scheduling_strategy": Rule(
         "scheduling-strategy",
         RESOURCES,
@@ -214,23 +204,10 @@ OPTIONS: dict[str, Rule] = {
         "an actor lives as long as its group: keep the controller running, or host the "
         "service in a job with ResourceConfig(preemptible=False)",
     ),
-    "namespace": Rule("named-actor", REMOTE, "FRAY_CLIENT_SPEC=ray?namespace=NAME"),
-}
-RUNTIME_ENV_KEYS = {
-    "env_vars": "EnvironmentConfig(env_vars={...})",
-    "pip": "EnvironmentConfig(pip_packages=[...])",
-    "uv": "EnvironmentConfig(pip_packages=[...])",
-    "working_dir": "EnvironmentConfig(workspace=PATH)",
-    "py_modules": "EnvironmentConfig(workspace=PATH)",
-    "conda": "not supported: use EnvironmentConfig(pip_packages=[...]) or docker_image=",
-    "container": "EnvironmentConfig(docker_image=IMAGE)",
-    "image_uri": "EnvironmentConfig(docker_image=IMAGE)",
+    "namespace": Rule("named-actor", REMOTE, "FRAY_CLIENT_SPEC=ray?namespace={namespace}"),
 }
 RUNTIME_ENV = Rule(
-    "runtime-env",
-    RESOURCES,
-    "JobRequest(environment=EnvironmentConfig(...)){parts}",
-    "runtime_env={value}",
+    "runtime-env", RESOURCES, "JobRequest(environment={environment}){notes}", "runtime_env={value}"
 )
 
 # Findings the visitor words from what it sees; ``{name}`` is the function, class or variable.
@@ -246,31 +223,18 @@ SETUP_ONLY = Rule(
 REMOTE_ACTOR = Rule(
     "ray-remote-actor",
     REMOTE,
-    "a plain class; create it with client.create_actor({name}, name='...') (or "
-    "create_actor_group(..., count=N)); calls keep the shape handle.method.remote(...) and "
-    "return futures with .result()",
+    "a plain class: {form} (or client.create_actor_group({name}, ..., name=..., count=N)); "
+    "calls keep the shape handle.method.remote(...) and return futures with .result()",
     "@ray.remote class {name}",
 )
 REMOTE_TASK = Rule(
     "ray-remote-task",
     REMOTE,
-    "a plain function run as a job: client.submit(JobRequest(name='...', "
-    "entrypoint=Entrypoint.from_callable({name}, args=[...]))), then job.result()",
+    "a plain function run as a job: {form}, then job.result()",
     "@ray.remote function {name}",
 )
-TASK_CALL = Rule(
-    "ray-task-call",
-    REMOTE,
-    "job = client.submit(JobRequest(name='{name}', "
-    "entrypoint=Entrypoint.from_callable({name}, args=[...])))",
-    "{name}.remote(...) starts a Ray task",
-)
-ACTOR_CREATE = Rule(
-    "ray-actor-create",
-    REMOTE,
-    "handle = client.create_actor({name}, ..., name='...')",
-    "{name}.remote(...) creates a Ray actor",
-)
+TASK_CALL = Rule("ray-task-call", REMOTE, "{form}", "{name}.remote(...) starts a Ray task")
+ACTOR_CREATE = Rule("ray-actor-create", REMOTE, "{form}", "{name}.remote(...) creates a Ray actor")
 REMOTE_CALL = Rule(
     "ray-remote-call",
     REMOTE,
@@ -281,10 +245,10 @@ REMOTE_CALL = Rule(
 NAMED_ACTOR = Rule(
     "named-actor",
     REMOTE,
-    "create it once with client.create_actor(Cls, name='...', "
+    "create it once with client.create_actor({cls}, name={name}, "
     "resources=ResourceConfig(preemptible=False)) in the controller and pass the "
     "handle to the jobs that use it (handles pickle); no lookup by name is needed",
-    "named actor{extra}",
+    "named actor {name}{extra}",
 )
 HEAD_NODE = Rule(
     "head-node-resource",
@@ -295,8 +259,9 @@ HEAD_NODE = Rule(
 TPU_RESOURCES = Rule(
     "tpu-resources",
     RESOURCES,
-    "ResourceConfig.with_tpu('{tpu_type}', slice_count=N): one replica per VM, "
-    "TPU env (TPU_WORKER_ID, MEGASCALE_*) set for you",
+    "ResourceConfig.with_tpu({tpu_type}): one replica per VM of the slice, TPU env "
+    "(TPU_WORKER_ID, MEGASCALE_*) set for you (Ray ran one task on the slice's first host); "
+    "add slice_count=N for N slices",
     "TPU resources {keys}",
 )
 CUSTOM_RESOURCES = Rule(
@@ -316,4 +281,23 @@ RAY_ADDRESS = Rule(
     REMOVE_RAY,
     "FRAY_CLIENT_SPEC=ray://host:port (or ray to join the cluster you are on)",
     "the RAY_ADDRESS env var",
+)
+# Starting Ray work with per-call options, and actors called through __call__.
+OPTIONS_LAUNCH = Rule(
+    "ray-options-launch", REMOTE, "{advice}", "{owner}.options(...).remote(...) {what}"
+)
+DUNDER_CALL = Rule(
+    "actor-dunder-call",
+    REMOTE,
+    "Fray actor handles (like the predecessor's) only reach public methods: "
+    "handle.__call__ raises AttributeError. Give {cls}.__call__ a name (def run(...), or "
+    "any name you choose) and call {owner}.<that name>.remote(...)",
+    "{owner}.__call__{how} on an actor handle",
+)
+CALL_METHOD = Rule(
+    "actor-call-method",
+    REMOTE,
+    "a Fray actor handle cannot reach __call__ (names starting with _ are not remote "
+    "methods): give it a name of your choice and call handle.<that name>.remote(...)",
+    "actor class {cls} defines __call__",
 )

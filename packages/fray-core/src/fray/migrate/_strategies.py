@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-__all__ = ["BY_KEY", "STRATEGIES", "Rule", "Strategy"]
+__all__ = ["BY_KEY", "STRATEGIES", "Rule", "Strategy", "fill"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,8 +66,10 @@ STRATEGIES: tuple[Strategy, ...] = (
         "port-fray-v2",
         5,
         "Port the predecessor's Fray API",
-        "fray.v2 and fray.cluster imports become imports from fray; current_cluster()/"
-        "Cluster.launch() become current_client()/client.submit() with JobHandle methods.",
+        "The predecessor's current module paths (fray.types, fray.client, fray.cluster, ...) "
+        "work unchanged; fray.v2.* paths drop the .v2; fray.v1 and the older Cluster API "
+        "become current_client()/client.submit() with JobHandle methods, and its Ray TPU "
+        "runners (run_on_pod*) become TPU jobs.",
     ),
 )
 BY_KEY = {s.key: s for s in STRATEGIES}
@@ -95,11 +97,12 @@ class Rule:
 
     def render(self, fields: dict[str, str]) -> tuple[str, str]:
         """``(found, advice)`` with every ``{field}`` filled in."""
-
-        def fill(match: re.Match[str]) -> str:
-            return fields.get(match.group(1), match.group(0))
-
-        return _FIELD.sub(fill, self.found), _FIELD.sub(fill, self.advice)
+        return fill(self.found, fields), fill(self.advice, fields)
 
 
 _FIELD = re.compile(r"\{(\w+)\}")
+
+
+def fill(template: str, fields: dict[str, str]) -> str:
+    """``template`` with each ``{field}`` named in ``fields`` replaced, in one pass."""
+    return _FIELD.sub(lambda match: fields.get(match.group(1), match.group(0)), template)
