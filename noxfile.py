@@ -7,6 +7,8 @@ Each ``tests`` session installs one package with only its own dependencies (from
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import nox
 
@@ -61,6 +63,45 @@ def tests(session: nox.Session, package: str) -> None:
         *session.posargs,
         env=env,
     )
+
+
+# A CPU-bound loop that also ends once the process that started it is gone (nox killed).
+_BUSY_LOOP = """
+import os
+parent = os.getppid()
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
+
+
+@nox.session(python="3.11")
+def stress(session: nox.Session) -> None:
+    """fray-core's tests beside two CPU-bound busy loops (not a default session).
+
+    On a machine with a core or two to spare every race looks won; here the tests' threads
+    and processes must compete for the CPU, as on a busy CI runner. Arguments go to pytest:
+    ``uv run nox -s stress -- -x -k terminate``.
+    """
+    _sync(session, "--package", "fray-core", "--group", "test")
+    busy = [subprocess.Popen([sys.executable, "-c", _BUSY_LOOP]) for _ in range(2)]
+    session.log(f"busy loops: pids {' '.join(str(p.pid) for p in busy)}")
+    try:
+        session.run(
+            "python",
+            "-m",
+            "pytest",
+            "packages/fray-core/tests",
+            "-p",
+            "no:cacheprovider",
+            *session.posargs,
+            env=dict(_ENV),
+        )
+    finally:
+        for proc in busy:
+            proc.kill()
+        for proc in busy:
+            proc.wait()
 
 
 @nox.session(python="3.11")

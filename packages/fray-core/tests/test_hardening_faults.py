@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from conftest import pid_alive
+from conftest import pid_alive, wait_dead
 from fray import (
     ActorDiedError,
     Entrypoint,
@@ -45,17 +45,6 @@ def _no_leftover_processes() -> Iterator[None]:
     children = psutil.Process().children(recursive=True)
     _gone, alive = psutil.wait_procs(children, timeout=10)
     assert [p.pid for p in alive] == [], "processes left behind"
-
-
-def wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
-    """Waits (bounded) for ``pids`` to be gone; returns the ones still alive."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if pid_alive(p)]
-        if not alive:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if pid_alive(p)]
 
 
 def first_lines(job: Any, count: int, prefix: str) -> list[str]:

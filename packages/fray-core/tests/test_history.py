@@ -18,7 +18,6 @@ from fray import (
     JobRequest,
     JobStatus,
     LocalClient,
-    wait_all,
 )
 from fray.backend import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
 from fray.environment_variables import FRAY_JOB_HISTORY
@@ -30,6 +29,11 @@ class Payload:
 
 def make_payload() -> Payload:
     return Payload()
+
+
+def hold(started: threading.Event, gate: threading.Event) -> None:
+    started.set()
+    gate.wait(60)
 
 
 def req(fn: Any, *args: Any, name: str = "hist") -> JobRequest:
@@ -96,13 +100,17 @@ def test_local_client_keeps_unfinished_jobs_and_the_last_finished(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(FRAY_JOB_HISTORY, "2")
-    gate = threading.Event()
+    started, gate = threading.Event(), threading.Event()
     with LocalClient(echo_logs=False) as client:
-        held = client.submit(req(gate.wait, 60, name="held"))
+        held = client.submit(req(hold, started, gate, name="held"))
+        assert started.wait(30)  # RUNNING from here on
         first = client.submit(req(make_payload, name="first"))
         assert isinstance(first.result(timeout=30), Payload)
-        rest = [client.submit(req(make_payload, name=f"later{i}")) for i in range(3)]
-        wait_all(rest, timeout=30)
+        # One after the other: the history keeps the last to *finish*.
+        rest: list[Any] = []
+        for i in range(3):
+            rest.append(client.submit(req(make_payload, name=f"later{i}")))
+            assert rest[-1].wait(timeout=30) is JobStatus.SUCCEEDED
 
         # The job that still runs stays; of four finished jobs, the last two.
         listed = [info.job_id for info in client.list_jobs()]
@@ -115,11 +123,13 @@ def test_local_client_keeps_unfinished_jobs_and_the_last_finished(
         assert first.status() is JobStatus.SUCCEEDED
         assert isinstance(first.result(), Payload)
 
-        # Once the handle is gone too, nothing keeps the dropped job's value.
-        value = weakref.ref(first.result())
+        # Once the handle is gone too, nothing keeps the dropped job's value: it is freed as
+        # soon as the thread that ran the job has let go of it (it may still be finishing).
+        freed = threading.Event()
+        weakref.finalize(first.result(), freed.set)
         del first
         gc.collect()
-        assert value() is None
+        assert freed.wait(30)
         # A job the history still holds keeps its value without a handle.
         kept = weakref.ref(rest[2].result())
         rest_ids = [job.job_id for job in rest]
@@ -132,6 +142,18 @@ def test_local_client_keeps_unfinished_jobs_and_the_last_finished(
         assert held.wait(timeout=30) is JobStatus.SUCCEEDED
         listed = [info.job_id for info in client.list_jobs()]
         assert listed == [held.job_id, rest_ids[2]]  # in submission order
+
+
+def test_an_idle_job_thread_does_not_keep_its_last_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FRAY_JOB_HISTORY, "0")
+    with LocalClient(echo_logs=False) as client:
+        job = client.submit(req(make_payload))
+        freed = threading.Event()
+        weakref.finalize(job.result(timeout=30), freed.set)
+        del job
+        gc.collect()
+        # No later job takes the thread that ran it: it must have let go all the same.
+        assert freed.wait(10)
 
 
 def test_an_id_that_runs_again_is_not_dropped_for_its_earlier_end() -> None:

@@ -196,11 +196,14 @@ def test_group_with_failing_members(client: LocalClient) -> None:
 
 def test_pending_calls_fail_when_the_actor_stops(client: LocalClient) -> None:
     release = threading.Event()
-    group = client.create_actor_group(Gate, release, name="stopping", count=1)
+    arrivals: queue.Queue[int] = queue.Queue()
+    group = client.create_actor_group(Gate, release, arrivals, name="stopping", count=1)
     (gate,) = group.wait_ready()
     running = gate.enter.remote()
     queued = gate.enter.remote()
-    threading.Timer(0.2, release.set).start()
+    arrivals.get(timeout=10)  # the first call runs; the second waits its turn
+    # shutdown() fails the queued call, then waits for the running one: release it then.
+    queued.add_done_callback(lambda _future: release.set())
     group.shutdown()
     assert running.result(timeout=10) >= 1
     with pytest.raises(ActorDiedError):

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import fray
-from conftest import pid_alive
+from conftest import pid_alive, wait_dead
 from fray import (
     Entrypoint,
     EnvironmentConfig,
@@ -90,6 +90,59 @@ def test_command_job_logs_every_line_including_the_last(client: LocalClient) -> 
         job.result()
 
 
+def two_writers(first: threading.Barrier, second: threading.Barrier) -> None:
+    """Replica 0 starts a line, replica 1 prints a whole one, then replica 0 ends its line."""
+    if fray.task_index() == 0:
+        print("zero-start", end="")
+        first.wait(30)
+        second.wait(30)
+        print(" zero-end")
+    else:
+        first.wait(30)
+        print("one")
+        second.wait(30)
+
+
+def test_lines_of_replicas_writing_at_once_stay_whole(client: LocalClient) -> None:
+    first, second = threading.Barrier(2), threading.Barrier(2)
+    threads = client.submit(req(two_writers, first, second, replicas=2))
+    assert threads.wait(timeout=30) is JobStatus.SUCCEEDED
+    assert list(threads.logs()) == ["one", "zero-start zero-end"]
+    # Each process's last line has no newline: it is a line of its own all the same.
+    procs = client.submit(cmd('printf "tail $FRAY_TASK_INDEX"', replicas=2))
+    assert procs.wait(timeout=30) is JobStatus.SUCCEEDED
+    assert sorted(procs.logs()) == ["tail 0", "tail 1"]
+
+
+_ECHO_DRIVER = """
+import sys
+from pathlib import Path
+import fray
+
+gate = Path(sys.argv[1])
+client = fray.LocalClient()  # echo_logs: job output is copied to this process's stdout
+job = client.submit(fray.JobRequest(name="chatty", entrypoint=fray.Entrypoint.from_shell(
+    f"echo job-1; while [ ! -e {gate} ]; do sleep 0.01; done; echo job-2")))
+next(iter(job.logs(follow=True)))  # the job's output is being echoed
+print("main-start", end="")  # print() writes this and its newline in two calls
+gate.touch()
+job.wait(timeout=60)  # job-2 was echoed meanwhile
+print(" main-end")
+client.shutdown()
+"""
+
+
+def test_echoed_job_output_never_lands_inside_a_printed_line(tmp_path: Any) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _ECHO_DRIVER, str(tmp_path / "gate")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "job-1\njob-2\nmain-start main-end\n"
+
+
 def test_command_exit_code_is_failure(client: LocalClient) -> None:
     job = client.submit(cmd("echo giving up; exit 3"))
     with pytest.raises(JobFailedError, match="exited with code 3; last output: giving up"):
@@ -162,7 +215,7 @@ def test_terminate_kills_the_whole_process_tree(client: LocalClient) -> None:
     assert all(pid_alive(p) for p in pids)
     job.terminate()
     assert job.status() is JobStatus.STOPPED
-    assert not any(pid_alive(p) for p in pids)
+    assert wait_dead(pids) == []  # killed: gone once the kernel has run their exit
     assert job.wait(timeout=5) is JobStatus.STOPPED  # STOPPED is returned, not raised
     with pytest.raises(JobFailedError, match="stopped"):
         job.result()
@@ -174,7 +227,7 @@ def test_terminate_escalates_to_sigkill(client: LocalClient) -> None:
     pid = int(line.split()[1])
     job.terminate()  # grace is 2 s in tests, then SIGKILL
     assert job.status() is JobStatus.STOPPED
-    assert not pid_alive(pid)
+    assert wait_dead([pid]) == []  # it ignores SIGTERM: only the SIGKILL ends it
 
 
 def test_terminate_a_thread_job(client: LocalClient) -> None:
@@ -273,7 +326,7 @@ def test_terminating_a_parent_stops_its_children(client: LocalClient) -> None:
     (child_id,) = parent.info().children
     assert client.get_job(child_id).status() is JobStatus.STOPPED
     assert parent.status() is JobStatus.STOPPED
-    assert not pid_alive(child_pid)
+    assert wait_dead([child_pid]) == []
 
 
 def test_children_die_with_a_finished_parent(client: LocalClient) -> None:
@@ -441,7 +494,7 @@ def test_shutdown_leaves_no_process_or_thread() -> None:
     del actor
     client.shutdown()
     assert all(j.status() is JobStatus.STOPPED for j in [*jobs, thread_job])
-    assert not any(pid_alive(p) for p in pids)
+    assert wait_dead(pids) == []
     assert not psutil.Process().children(recursive=True)
     leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     for t in leftover:
@@ -465,8 +518,7 @@ def test_driver_exit_kills_subprocess_jobs(tmp_path: Any) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
     )
     pid = int(out.stdout.strip())
-    psutil.wait_procs([psutil.Process(pid)] if pid_alive(pid) else [], timeout=10)
-    assert not pid_alive(pid)
+    assert wait_dead([pid]) == []  # killed by its guardian once the driver is gone
 
 
 def test_handles_are_not_silently_pickled_across_clients(client: LocalClient) -> None:

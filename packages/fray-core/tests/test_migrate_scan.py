@@ -45,6 +45,7 @@ EXPECTED = [
     ("pkg/actors.py", 6, "actor-options"),  # max_restarts=
     ("pkg/actors.py", 6, "actor-options"),  # max_concurrency=
     ("pkg/actors.py", 17, "ray-actor-create"),
+    ("pkg/actors.py", 18, "ray-options-launch"),
     ("pkg/actors.py", 19, "named-actor"),
     ("pkg/actors.py", 19, "detached-actor"),
     ("pkg/actors.py", 21, "ray-get-actor"),
@@ -68,8 +69,9 @@ EXPECTED = [
     ("pkg/resources.py", 31, "node-affinity"),
     ("pkg/resources.py", 32, "ray-runtime-context"),
     ("pkg/resources.py", 34, "scheduling-strategy"),
-    ("fray_v2_user.py", 3, "fray-v2-import"),
-    ("fray_v2_user.py", 4, "fray-v2-import"),
+    ("pkg/resources.py", 34, "ray-options-launch"),
+    ("fray_v2_user.py", 3, "fray-legacy-import"),
+    ("fray_v2_user.py", 4, "fray-legacy-import"),
     ("fray_v2_user.py", 5, "fray-v2-import"),
     ("fray_v2_user.py", 7, "cluster-spec"),
     ("fray_v2_user.py", 11, "current-cluster"),
@@ -121,8 +123,16 @@ def test_findings_come_in_migration_priority_order() -> None:
     tpu = next(f for f in report.findings if f.pattern == "tpu-resources" and f.line == 17)
     assert "with_tpu('v4-8'" in tpu.replacement
     assert "create_actor" in by_pattern["named-actor"].replacement
-    assert "EnvironmentConfig(pip_packages" in by_pattern["runtime-env"].replacement
-    assert by_pattern["accelerator-type"].replacement.startswith("ResourceConfig.with_gpu('A100'")
+    assert by_pattern["runtime-env"].replacement == (
+        "JobRequest(environment=EnvironmentConfig(env_vars={'HF_HOME': '/data/hf'}, "
+        "pip_packages=['transformers']))"
+    )
+    # Ray's "A100" is two Fray types: the advice says which to choose instead of guessing.
+    accelerator = by_pattern["accelerator-type"].replacement
+    assert accelerator.startswith("ResourceConfig.with_gpu(<'A100-40G' or 'A100-80G'>, count=1)")
+    assert by_pattern["memory"].replacement.startswith("ResourceConfig(ram='8g')")  # 8 * 1024**3
+    assert by_pattern["num-cpus"].replacement == "ResourceConfig(cpu=4)"
+    assert by_pattern["max-retries"].replacement.startswith("JobRequest(max_retries_preemption=3)")
 
 
 def test_cli_json_output_and_exit_codes(tmp_path: Path) -> None:
@@ -148,7 +158,7 @@ def test_cli_json_output_and_exit_codes(tmp_path: Path) -> None:
         "priority",
         "snippet",
     }
-    assert [s["count"] for s in data["strategies"]] == [7, 4, 23, 15, 10]
+    assert [s["count"] for s in data["strategies"]] == [7, 4, 25, 15, 10]
     zero = subprocess.run(
         [*cmd, str(PROJECT), "--exit-zero"], capture_output=True, text=True, check=False
     )
@@ -181,12 +191,92 @@ def test_text_output_groups_by_strategy(capsys: pytest.CaptureFixture[str]) -> N
         ("import ray.util.queue\nq = ray.util.queue.Queue()\n", {"ray-queue"}),
         ("import ray\nray.nodes()\n", {"ray-cluster-introspection"}),
         ("import ray\nray.autoscaler.sdk.request_resources(num_cpus=4)\n", {"ray-other"}),
-        ("ray = object()\nray.init()\n", set()),
-        ("from fray import current_client\ncurrent_client()\n", set()),
+        ("ray = object()\nray.init()\n", set[str]()),
+        ("from fray import current_client\ncurrent_client()\n", set[str]()),
         ("from fray.v2 import JobRequest\n", {"fray-v2-import"}),
+        ("from fray.v1 import JobId\n", {"fray-v1-import"}),
+        ("from fray.cluster import JobRequest, ResourceConfig\n", set[str]()),
+        ("from fray.types import TpuConfig\nfrom fray.client import wait_all\n", set[str]()),
+        ("from fray import Client, JobInfo, LocalClient\n", set[str]()),  # Fray's own names
+        ("class A:\n    def __call__(self):\n        return super().__call__()\n", set[str]()),
+        ("import fray\nfray.current_cluster().launch(r)\n", {"current-cluster", "cluster-method"}),
+        (
+            "from fray.cluster import create_cluster\nc = create_cluster('ray')\nc.poll(i)\n",
+            {"fray-legacy-import", "current-cluster", "cluster-method"},
+        ),
+        (
+            "import ray\nh = ray.get_actor('a')\nh.__call__.remote(1)\n",
+            {"ray-get-actor", "actor-dunder-call"},
+        ),
+        (
+            "import ray\nf.options(num_cpus=1).remote()\n",
+            {"unused-ray-import", "ray-options-launch", "num-cpus"},
+        ),
     ],
 )
 def test_small_sources(tmp_path: Path, source: str, patterns: set[str]) -> None:
     path = tmp_path / "snippet.py"
     path.write_text(source)
     assert {f.pattern for f in scan(str(path)).findings} == patterns
+
+
+def _advice(tmp_path: Path, source: str, pattern: str) -> str:
+    path = tmp_path / "snippet.py"
+    path.write_text(source)
+    found = [f.replacement for f in scan(str(path)).findings if f.pattern == pattern]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("option", "advice"),
+    [
+        ("memory=16 * 1024**3", "ResourceConfig(ram='16g')"),
+        ("memory=512 * 2**20", "ResourceConfig(ram='512m')"),
+        ("memory=3_000_000_000", "ResourceConfig(ram='3000000000')"),
+        ("memory=MEM_BYTES", "ResourceConfig(ram=str(MEM_BYTES) (a byte count, as Ray took it))"),
+    ],
+)
+def test_memory_advice_is_the_size_asked_for(tmp_path: Path, option: str, advice: str) -> None:
+    source = f"import ray\n@ray.remote({option})\ndef f():\n    pass\n"
+    assert _advice(tmp_path, source, "memory").startswith(advice)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "advice"),
+    [
+        ("NVIDIA_TESLA_V100", "ResourceConfig.with_gpu('V100', count=2)"),
+        ("'h100'", "ResourceConfig.with_gpu('H100', count=2)"),
+        ("'TPU-V4'", "ResourceConfig.with_tpu('v4-<size>')"),
+        ("'RTX9999'", "ResourceConfig.with_gpu(<a GPU type>, count=2)"),
+    ],
+)
+def test_accelerator_advice_names_fray_types(tmp_path: Path, accelerator: str, advice: str) -> None:
+    source = (
+        "import ray\nfrom ray.util.accelerators import NVIDIA_TESLA_V100\n"
+        f"@ray.remote(num_gpus=2, accelerator_type={accelerator})\ndef f():\n    pass\n"
+    )
+    assert _advice(tmp_path, source, "accelerator-type").startswith(advice)
+
+
+def test_gpu_types_in_advice_are_fray_types(tmp_path: Path) -> None:
+    gpu_types = import_quietly("fray._types").GPU_TYPES
+    advice = _advice(tmp_path, "import ray\n@ray.remote(num_gpus=1)\ndef f(): ...\n", "num-gpus")
+    listed = advice.split("pin it: ", 1)[1].split(", ")
+    assert listed and set(listed) <= set(gpu_types)
+
+
+def test_retry_advice_follows_ray_semantics(tmp_path: Path) -> None:
+    # Ray's max_retries covers lost workers only, unless retry_exceptions is set.
+    only_lost = "import ray\n@ray.remote(max_retries=4)\ndef f(): ...\n"
+    assert _advice(tmp_path, only_lost, "ray-remote-task").endswith(
+        "max_retries_preemption=4)), then job.result()"
+    )
+    both = "import ray\n@ray.remote(max_retries=4, retry_exceptions=True)\ndef f(): ...\n"
+    assert "max_retries_preemption=4, max_retries_failure=4" in _advice(
+        tmp_path, both, "ray-remote-task"
+    )
+    default = "import ray\n@ray.remote(retry_exceptions=True)\ndef f(): ...\n"
+    assert "max_retries_preemption=3, max_retries_failure=3" in _advice(
+        tmp_path, default, "max-retries"
+    )

@@ -60,7 +60,7 @@ def test_fail_fast_raises_the_failed_jobs_error(client: LocalClient) -> None:
     assert info.value.job_id == bad.job_id
     assert "ValueError: shard 3 is corrupt" in str(info.value)
     assert isinstance(info.value.__cause__, ValueError)
-    assert slow.status() is JobStatus.RUNNING  # fail-fast: the slow one was not waited for
+    assert not slow.status().is_finished  # fail-fast: the slow one was not waited for
     hold.set()
     assert slow.wait(30) is JobStatus.SUCCEEDED
 
@@ -124,6 +124,7 @@ class CountingHandle:
         self.inner = inner
         self.job_id = inner.job_id
         self.calls = 0
+        self.subscribed = threading.Event()
 
     def status(self) -> JobStatus:
         self.calls += 1
@@ -134,12 +135,18 @@ class CountingHandle:
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         self.inner.add_done_callback(lambda _h: callback(self))
+        self.subscribed.set()
 
 
 def test_notifying_handles_are_not_polled(client: LocalClient) -> None:
     hold = threading.Event()
     counted = CountingHandle(job(client, wait_on, hold, 1))
-    threading.Timer(0.3, hold.set).start()
+
+    def release_once_subscribed() -> None:  # the job ends while wait_all waits on it
+        if counted.subscribed.wait(30):
+            hold.set()
+
+    threading.Thread(target=release_once_subscribed, daemon=True).start()
     assert wait_all([counted], timeout=30) == [JobStatus.SUCCEEDED]
     # Once at the start, once when notified: no polling loop in between.
     assert counted.calls <= 2

@@ -28,22 +28,29 @@ class LineSink(Protocol):
 class LogBuffer:
     """An append-only list of timestamped lines that can be read while it grows.
 
-    Partial writes are joined until a newline; :meth:`close` keeps a last line that has no
-    newline, so nothing a job printed is lost.
+    Partial writes are joined until a newline, per writing thread: the replicas of a job (and
+    the readers of its processes) write at once, and one's unfinished line must not take in
+    another's. :meth:`close` keeps last lines that have no newline, so nothing a job printed
+    is lost.
     """
 
     def __init__(self) -> None:
         self.lines: list[tuple[float, str]] = []
-        self._partial = ""
+        self._partial: dict[int, str] = {}  # by thread: what it wrote after its last newline
         self._cond = threading.Condition()
         self.closed = False
 
     def write(self, text: str) -> None:
         if not text:
             return
+        me = threading.get_ident()
         with self._cond:
-            text = self._partial + text
-            *complete, self._partial = text.split("\n")
+            pending = self._partial.pop(me, None)
+            if pending:
+                text = pending + text
+            *complete, rest = text.split("\n")
+            if rest:
+                self._partial[me] = rest
             if complete:
                 now = time.time()
                 self.lines.extend((now, line) for line in complete)
@@ -52,8 +59,9 @@ class LogBuffer:
     def close(self) -> None:
         with self._cond:
             if self._partial:
-                self.lines.append((time.time(), self._partial))
-                self._partial = ""
+                now = time.time()
+                self.lines.extend((now, line) for line in self._partial.values())
+                self._partial.clear()
             self.closed = True
             self._cond.notify_all()
 
@@ -126,22 +134,56 @@ _route: contextvars.ContextVar[tuple[LineSink, bool] | None] = contextvars.Conte
 )
 
 
+# Held while a router writes to its stream: whole lines from any thread, to stdout or stderr,
+# one after another.
+_write_lock = threading.RLock()
+
+
 class _Router(io.TextIOBase):
-    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer."""
+    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer.
+
+    What reaches the stream beneath is whole lines: ``print`` writes its text and its newline
+    in two calls, and another thread's line (a job's echoed output) landing between them
+    would join two lines into one. A thread's unfinished line waits for its newline, or for
+    a ``flush()`` from that thread.
+    """
 
     def __init__(self, target: TextIO) -> None:
         self._target = target
+        self._partial: dict[int, str] = {}  # by thread: what it wrote after its last newline
 
     def write(self, text: str) -> int:  # type: ignore[override]
         sink = _route.get()
-        if sink is None:
-            return self._target.write(text)
-        sink[0].write(text)
-        if sink[1]:
-            self._target.write(text)
+        if sink is not None:
+            sink[0].write(text)
+            if not sink[1]:
+                return len(text)
+        self._write_lines(text)
         return len(text)
 
+    def _write_lines(self, text: str, *, end: bool = False) -> None:
+        """Writes this thread's complete lines; keeps the rest (with ``end``: completes it)."""
+        me = threading.get_ident()
+        with _write_lock:
+            pending = self._partial.pop(me, None)
+            if pending:
+                text = pending + text
+            if end:
+                if text and not text.endswith("\n"):
+                    text += "\n"
+            else:
+                cut = text.rfind("\n") + 1
+                if cut < len(text):
+                    self._partial[me] = text[cut:]
+                    text = text[:cut]
+            if text:
+                self._target.write(text)
+
     def flush(self) -> None:
+        with _write_lock:
+            pending = self._partial.pop(threading.get_ident(), None)
+            if pending:
+                self._target.write(pending)
         self._target.flush()
 
     def isatty(self) -> bool:
@@ -199,12 +241,19 @@ def route_output(sink: LineSink, echo: bool) -> Any:
 
 def restore_output(previous: Any) -> None:
     """Undoes :func:`route_output` (``previous``: what it returned)."""
+    current = _route.get()
     _route.set(previous)
+    if current is not None and current[1]:
+        # The routed code's echoed last line ends with it: this thread may next run
+        # another job, whose first line must not be joined to it.
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, _Router):
+                stream._write_lines("", end=True)
 
 
 def echo_stream() -> TextIO:
-    """Where job output is echoed: the real stdout beneath any router."""
-    out = sys.stdout
-    while isinstance(out, _Router):
-        out = out._target  # pyright: ignore[reportPrivateUsage]
-    return out
+    """Where job output is echoed, a whole line per write: this process's stdout, through
+    the routers (installed now if need be), so that an echoed line never lands inside a
+    line that another thread of this process is printing."""
+    _ensure_routers()
+    return sys.stdout

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from fray.cli._common import UsageError, print_json
+
+if TYPE_CHECKING:
+    from fray.migrate import ScanError
 
 __all__ = ["add_parser"]
 
@@ -25,7 +29,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Statically scans Python files (nothing is imported or run) for Ray and "
             "predecessor-Fray usage. Exit code: 0 when nothing is found, 1 when something is "
-            "(0 with --exit-zero), 2 for bad arguments. See docs/migrating-from-ray.md."
+            "(0 with --exit-zero) or when a file cannot be parsed (even with --exit-zero: the "
+            "report is incomplete), 2 for bad arguments. See docs/migrating-from-ray.md."
         ),
     )
     p.add_argument("paths", metavar="PATH", nargs="+", help="files or folders to scan")
@@ -48,14 +53,17 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if not os.path.exists(path):
             raise UsageError("PATH", f"{path!r} does not exist; give a Python file or a folder")
     report = scan(args.paths)
-    code = 1 if report.findings and not args.exit_zero else 0
+    # A file that cannot be parsed makes the report incomplete: never exit 0 then.
+    code = 1 if (report.findings and not args.exit_zero) or report.errors else 0
     if args.json:
         print_json(report.as_dict())
+        _print_errors(args, report.errors)
         return code
     out = sys.stdout
+    unparsed = f"; {len(report.errors)} could not be parsed" if report.errors else ""
     out.write(
         f"fray migrate scan: {len(report.findings)} usage(s) in {report.files_with_findings} of "
-        f"{report.files_scanned} file(s)\n"
+        f"{report.files_scanned} file(s){unparsed}\n"
     )
     for strategy, findings in iter_strategies(report):
         if not findings:
@@ -65,10 +73,17 @@ def cmd_scan(args: argparse.Namespace) -> int:
         for finding in findings:
             out.write(f"   {finding.path}:{finding.line}:{finding.column}: {finding.found}\n")
             out.write(f"      -> {finding.replacement}\n")
-    for error in report.errors:
-        where = f"{error.path}:{error.line}" if error.line else error.path
-        out.write(f"\nnot scanned: {where}: {error.message}\n")
     if report.findings:
         out.write("\nGuide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.\n")
     out.flush()
+    _print_errors(args, report.errors)
     return code
+
+
+def _print_errors(args: argparse.Namespace, errors: Sequence[ScanError]) -> None:
+    """One line on stderr per file that could not be parsed: where, and why."""
+    prog = getattr(args, "prog", "fray migrate scan")
+    for error in errors:
+        where = f"{error.path}:{error.line}" if error.line else error.path
+        sys.stderr.write(f"{prog}: error: cannot parse {where}: {error.message}\n")
+    sys.stderr.flush()

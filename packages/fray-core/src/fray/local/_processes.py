@@ -205,6 +205,8 @@ def _pump(
     sweeper.start()
     for raw in iter(process.stdout.readline, b""):
         text = raw.decode("utf-8", errors="replace")
+        if not text.endswith("\n"):  # the output's last line, without its newline
+            text += "\n"
         job.log.write(text)
         if echo is not None:
             with contextlib.suppress(Exception):

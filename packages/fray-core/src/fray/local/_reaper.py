@@ -28,12 +28,14 @@ def _set_parent_death_signal(sig: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def _kill_group(child: "subprocess.Popen[bytes]") -> None:
+def _kill_group(child: "subprocess.Popen[bytes] | None") -> None:
+    """SIGTERM to the group, then SIGKILL once ``child`` has exited or the grace is over
+    (the whole grace where the child is not known)."""
     group = os.getpgid(0)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGTERM)
     deadline = time.monotonic() + _GRACE_S
-    while child.poll() is None and time.monotonic() < deadline:
+    while (child is None or child.poll() is None) and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(group, signal.SIGKILL)
 
@@ -64,8 +66,9 @@ def main() -> None:
     child_box: list[subprocess.Popen[bytes]] = []
 
     def on_parent_death(_signum: int, _frame: object) -> None:
-        if child_box:
-            _kill_group(child_box[0])
+        # Not only once Popen has returned: ARGV runs from its exec on, and on a busy
+        # machine its output can reach the parent, and the parent die, before that.
+        _kill_group(child_box[0] if child_box else None)
         os._exit(137)
 
     signal.signal(signal.SIGUSR1, on_parent_death)

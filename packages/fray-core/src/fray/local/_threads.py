@@ -76,6 +76,9 @@ class JobThreads:
             # The job records its own outcome; nothing may end the thread early.
             with contextlib.suppress(BaseException):
                 fn(*args)
+            # An idle thread must not keep its last job (and so its value and output) alive
+            # until it takes another one.
+            del item, fn, args
             self._idle.release()
 
     def shutdown(self, wait: bool = True) -> None:

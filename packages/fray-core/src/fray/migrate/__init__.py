@@ -10,15 +10,9 @@ The scan is static (Python ``ast``): nothing is imported or run. ``fray migrate 
 prints the same report, or JSON with ``--json``. The guide is ``docs/migrating-from-ray.md``.
 """
 
-from fray.migrate._scanner import (
-    STRATEGIES,
-    Finding,
-    ScanError,
-    ScanReport,
-    Strategy,
-    iter_strategies,
-    scan,
-)
+from fray.migrate._report import Finding, ScanError, ScanReport, iter_strategies
+from fray.migrate._scanner import scan
+from fray.migrate._strategies import STRATEGIES, Strategy
 
 __all__ = [
     "STRATEGIES",
