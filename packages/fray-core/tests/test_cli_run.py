@@ -52,8 +52,14 @@ def test_a_bad_grace_period_is_refused_before_the_job_starts(
 
 
 def test_signal_death_maps_to_128_plus_signal(env: dict[str, str]) -> None:
-    done = fray(env, "run", "--max-retries-preemption", "0", "--", "bash", "-c", "kill -KILL $$")
+    # A SIGKILL Fray did not send is a failure on one machine (no preemption retries), and
+    # `fray run` and `fray jobs` report the same exit code.
+    done = fray(env, "run", "--name", "oom", "--", "bash", "-c", "kill -KILL $$")
     assert done.returncode == 128 + signal.SIGKILL
+    assert "not by Fray" in done.stderr
+    listed = fray(env, "jobs", "list")
+    (row,) = [line for line in listed.stdout.splitlines() if " oom " in f" {line} "]
+    assert " 137 " in f" {row} "
 
 
 def test_env_vars_reach_the_job(env: dict[str, str]) -> None:

@@ -83,15 +83,17 @@ def die_once_then_answer(marker: str) -> str:
     return f"answered in {os.getpid()}"
 
 
-def test_sigkilled_process_callable_is_retried_as_a_preemption(
+def test_sigkilled_process_callable_is_a_failure_retried_on_the_failure_budget(
     client: LocalClient, tmp_path: Path
 ) -> None:
+    """On one machine a SIGKILL that Fray did not send is the out-of-memory killer (or a
+    user), not a lost node: a failure, not a preemption."""
     job = client.submit(
         JobRequest(
             name="victim",
             entrypoint=Entrypoint.from_callable(die_once_then_answer, [str(tmp_path / "m")]),
             isolation="process",
-            max_retries_preemption=1,
+            max_retries_failure=1,
         )
     )
     assert job.result(timeout=DEADLINE_S).startswith("answered in ")
@@ -99,13 +101,13 @@ def test_sigkilled_process_callable_is_retried_as_a_preemption(
     assert (info.status, info.attempts, info.preemptions, info.failures) == (
         JobStatus.SUCCEEDED,
         2,
-        1,
         0,
+        1,
     )
-    assert any("attempt 1 was preempted" in line and "SIGKILL" in line for line in job.logs())
+    assert any("attempt 1 failed" in line and "SIGKILL" in line for line in job.logs())
 
 
-def test_sigkilled_process_callable_without_budget_fails(
+def test_sigkilled_process_callable_without_budget_fails_saying_why(
     client: LocalClient, tmp_path: Path
 ) -> None:
     job = client.submit(
@@ -113,30 +115,32 @@ def test_sigkilled_process_callable_without_budget_fails(
             name="victim",
             entrypoint=Entrypoint.from_callable(die_once_then_answer, [str(tmp_path / "m")]),
             isolation="process",
-            max_retries_preemption=0,
+            max_retries_preemption=5,
         )
     )
-    with pytest.raises(JobFailedError, match="preempted 1 times.*SIGKILL"):
+    with pytest.raises(JobFailedError, match="killed by SIGKILL, not by Fray.*out-of-memory"):
         job.wait(timeout=DEADLINE_S)
-    assert (job.info().attempts, job.info().preemptions) == (1, 1)
+    info = job.info()
+    assert (info.attempts, info.preemptions, info.failures) == (1, 0, 1)
+    assert info.exit_code == 128 + signal.SIGKILL
 
 
-def test_sigkilled_guardian_takes_the_whole_tree_and_counts_as_preemption(
+def test_sigkilled_guardian_takes_the_whole_tree_and_counts_as_a_failure(
     client: LocalClient,
 ) -> None:
     """SIGKILL to the job's top process (its guardian) while the job has a background child:
     the child must not outlive it (it would also hold the log pipe open and hang the job)."""
-    job = client.submit(cmd("sleep 300 & echo pid $!; wait", name="tree", max_retries_preemption=1))
+    job = client.submit(cmd("sleep 300 & echo pid $!; wait", name="tree", max_retries_failure=1))
     lines = job.logs(follow=True)
     orphans: list[int] = []
     for _attempt in range(2):
         pid = next(int(line.split()[1]) for line in lines if line.startswith("pid"))
         orphans.append(pid)
         guardian_of(pid).send_signal(signal.SIGKILL)
-    with pytest.raises(JobFailedError, match="preempted 2 times"):
+    with pytest.raises(JobFailedError, match="SIGKILL"):
         job.wait(timeout=DEADLINE_S)
     info = job.info()
-    assert (info.attempts, info.preemptions, info.failures) == (2, 2, 0)
+    assert (info.attempts, info.preemptions, info.failures) == (2, 0, 2)
     assert wait_dead(orphans) == []
 
 

@@ -252,16 +252,28 @@ def test_terminate_a_thread_job(client: LocalClient) -> None:
     assert finished.wait(10)  # the thread really unwound
 
 
-def test_sigkilled_process_counts_as_preemption(client: LocalClient) -> None:
+def test_a_process_terminated_from_outside_counts_as_preemption(client: LocalClient) -> None:
     job = client.submit(cmd("echo pid $$; sleep 300", max_retries_preemption=1))
     pids = (int(line.split()[1]) for line in job.logs(follow=True) if line.startswith("pid"))
-    os.kill(next(pids), signal.SIGKILL)
+    os.kill(next(pids), signal.SIGTERM)
     # Retried once under the preemption budget: the second attempt prints its own pid.
-    os.kill(next(pids), signal.SIGKILL)
+    os.kill(next(pids), signal.SIGTERM)
     with pytest.raises(JobFailedError, match="preempted 2 times"):
         job.wait(timeout=30)
     info = job.info()
     assert (info.attempts, info.preemptions, info.failures) == (2, 2, 0)
+    assert info.exit_code == 128 + signal.SIGTERM
+
+
+def test_a_process_sigkilled_from_outside_counts_as_failure(client: LocalClient) -> None:
+    job = client.submit(cmd("echo pid $$; sleep 300", max_retries_preemption=5))
+    pids = (int(line.split()[1]) for line in job.logs(follow=True) if line.startswith("pid"))
+    os.kill(next(pids), signal.SIGKILL)
+    with pytest.raises(JobFailedError, match="killed by SIGKILL, not by Fray"):
+        job.wait(timeout=30)
+    info = job.info()
+    assert (info.attempts, info.preemptions, info.failures) == (1, 0, 1)
+    assert info.exit_code == 128 + signal.SIGKILL
 
 
 attempt_counter: dict[str, int] = {}

@@ -146,9 +146,12 @@ def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
             reader.start()
             readers.append(reader)
     codes: dict[int, int] = {}
+    first_bad: tuple[int, int] | None = None  # the replica whose exit took the attempt down
     while len(codes) < count:
         index, code = exits.get()
         codes[index] = code
+        if code != 0 and first_bad is None:
+            first_bad = (index, code)
         if code != 0 and len(codes) < count:
             # Gang semantics: one replica down takes the attempt down.
             signal_replicas(job, signal.SIGTERM)
@@ -164,12 +167,24 @@ def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
             return ("ok", None)
         values = [_read_result(r)[1] for r in replicas]
         return ("ok", values[0] if count == 1 else values)
-    index, code = next(((i, c) for i, c in bad if c > 0), bad[0])
-    if code < 0:
-        name = signal.Signals(-code).name
-        return ("preempted", f"replica {index} was killed by {name}", code)
-    last = next((line for _ts, line in reversed(job.log.lines) if line.strip()), "")
+    assert first_bad is not None
+    index, code = first_bad
     failed = sum(1 for _i, c in bad if c > 0)
+    if code < 0:
+        # Recorded as a shell reports it (128 + the signal), so that `fray jobs` and the
+        # exit status of `fray run` agree.
+        sig = signal.Signals(-code)
+        where = f"replica {index} " if count > 1 else ""
+        if sig is signal.SIGKILL:
+            # Fray did not send it (a stop it sends is not an attempt's outcome): on one
+            # machine that is the out-of-memory killer or a user, not a lost node.
+            error = (
+                f"{where}was killed by SIGKILL, not by Fray (on one machine usually the "
+                "out-of-memory killer)"
+            )
+            return ("failed", None, error, 128 + sig, max(failed, 1))
+        return ("preempted", f"{where}was killed by {sig.name}", 128 + sig)
+    last = next((line for _ts, line in reversed(job.log.lines) if line.strip()), "")
     if entry.is_callable:
         record = _read_result(replicas[index])
         if record[0] == "error":
