@@ -139,3 +139,26 @@ def test_console_script_is_declared() -> None:
 
     (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "fray"]
     assert script.value == "fray.cli:main"
+
+
+def test_a_bad_argument_is_one_line_and_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--cpu", "abc", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "usage:" not in err
+    assert err.splitlines() == [
+        "fray run: error: argument --cpu: invalid float value: 'abc'",
+        "hint: see 'fray run --help'",
+    ]
+
+
+def test_a_bad_spec_flag_is_blamed_on_the_flag(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FRAY_CLIENT_SPEC", raising=False)
+    assert main(["run", "--spec", "foo://x", "--", "true"]) == 2
+    first, hint = capsys.readouterr().err.splitlines()
+    assert first.startswith("fray run: error: --spec: 'foo://x' is not valid; unknown backend")
+    assert "FRAY_CLIENT_SPEC" not in first + hint
+    monkeypatch.setenv("FRAY_CLIENT_SPEC", "foo")
+    assert main(["jobs", "list"]) == 1
+    assert "FRAY_CLIENT_SPEC: 'foo' is not valid" in capsys.readouterr().err

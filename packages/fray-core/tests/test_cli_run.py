@@ -181,7 +181,7 @@ def test_tpu_job_runs_one_replica_per_vm(env: dict[str, str]) -> None:
         (["--name", "bad name"], "--name", "without spaces"),
         (["--max-retries-failure", "-1"], "--max-retries-failure", "greater than or equal to 0"),
         (["--cpu", "many"], "--cpu", "invalid float value"),
-        (["--spec", "nosuchbackend"], "FRAY_CLIENT_SPEC", "unknown backend"),
+        (["--spec", "nosuchbackend"], "--spec", "unknown backend"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_argument(

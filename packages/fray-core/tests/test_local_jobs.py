@@ -538,3 +538,22 @@ def test_handles_are_not_silently_pickled_across_clients(client: LocalClient) ->
     job.wait(timeout=30)
     with pytest.raises(Exception):  # noqa: B017 - job handles hold locks; not meant to travel
         pickle.dumps(job)
+
+
+def test_temporary_files_go_at_exit_without_shutdown(tmp_path: Any) -> None:
+    """A script that never calls shutdown() leaves no fray-local-* folder behind."""
+    script = (
+        "import fray\n"
+        "client = fray.LocalClient(echo_logs=False)\n"
+        "job = client.submit(fray.JobRequest(name='p', isolation='process',\n"
+        "    entrypoint=fray.Entrypoint.from_callable(abs, [-3])))\n"
+        "assert job.result(timeout=60) == 3\n"
+        "import glob, os, tempfile\n"
+        "print(len(glob.glob(os.path.join(tempfile.gettempdir(), 'fray-local-*'))))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "1"  # the job's files were there while the client lived
+    assert list(tmp_path.glob("fray-local-*")) == []

@@ -23,9 +23,22 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from fray.errors import FrayError
 
 __all__ = ["build_parser", "main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and a hint, like every other error of
+    the ``fray`` command (argparse prints the whole usage text). Its subcommands' parsers
+    are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        _print_error(self.prog, message, f"see '{self.prog} --help'")
+        sys.exit(2)
 
 
 def _set_prog_defaults(parser: argparse.ArgumentParser) -> None:
@@ -41,14 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fray`` command."""
     from fray.cli import _doctor, _jobs, _migrate, _run, _tpu
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--debug",
         action="store_true",
         default=argparse.SUPPRESS,
         help="show tracebacks and debug logging",
     )
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fray",
         parents=[common],
         description="Run and inspect Fray jobs, look up TPU types, and plan a move from Ray.",
@@ -72,6 +85,18 @@ def _print_error(prog: str, message: str, hint: str | None) -> None:
     if hint:
         sys.stderr.write(f"hint: {hint}\n")
     sys.stderr.flush()
+
+
+def _blame_the_flag(err: FrayError, spec: str | None) -> FrayError:
+    """A bad spec given with ``--spec`` is reported as ``--spec``'s, not the variable's."""
+    from fray.environment_variables import FRAY_CLIENT_SPEC
+    from fray.errors import InvalidRequestError
+
+    if spec is None or not isinstance(err, InvalidRequestError):
+        return err
+    if err.field != FRAY_CLIENT_SPEC:
+        return err
+    return InvalidRequestError.for_field("--spec", spec, err.allowed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,9 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FrayError as err:
         if debug:
             traceback.print_exc()
-        text = str(err).splitlines()[0] if str(err) else type(err).__name__
-        _print_error(prog, text, fray_error_hint(err))
-        return 1
+        blamed = _blame_the_flag(err, getattr(args, "spec", None))
+        text = str(blamed).splitlines()[0] if str(blamed) else type(blamed).__name__
+        _print_error(prog, text, fray_error_hint(blamed))
+        return 1 if blamed is err else 2  # a bad --spec is a bad argument
     except KeyboardInterrupt:
         sys.stderr.write("\ninterrupted\n")
         return 130

@@ -170,5 +170,7 @@ def fray_error_hint(err: FrayError) -> str | None:
     if isinstance(err, BackendUnavailableError):
         return "'fray doctor' lists the installed backends"
     if isinstance(err, InvalidRequestError) and err.field and FRAY_CLIENT_SPEC in err.field:
-        return "check FRAY_CLIENT_SPEC or --spec; 'fray doctor' shows what is configured"
+        return f"check {FRAY_CLIENT_SPEC}; 'fray doctor' shows what is configured"
+    if isinstance(err, InvalidRequestError) and err.field == "--spec":
+        return "'fray doctor' lists the installed backends"
     return None

@@ -194,6 +194,9 @@ class LocalClient(BaseClient):
         with self._lock:
             if self._tmp is None:
                 self._tmp = tempfile.mkdtemp(prefix=f"fray-local-{self._uid}-")
+                # Removed at shutdown(), or when the client is collected or the interpreter
+                # exits without one.
+                weakref.finalize(self, shutil.rmtree, self._tmp, True)
             return self._tmp
 
     def _run_job(self, job: LocalJob, process: bool) -> None:
