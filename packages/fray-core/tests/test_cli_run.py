@@ -159,7 +159,8 @@ def test_tpu_job_runs_one_replica_per_vm(env: dict[str, str]) -> None:
         env, "run", "--name", "pod", "--tpu", "v4-16", "--slices", "2", "--", PY, "-c", script
     )
     assert done.returncode == 0, done.stderr
-    assert sorted(done.stdout.splitlines()) == ["0 0", "0 1", "1 0", "1 1"]
+    # One replica per VM, each line prefixed with the replica's index.
+    assert sorted(done.stdout.splitlines()) == ["[0] 0 0", "[1] 0 1", "[2] 1 0", "[3] 1 1"]
     status = fray_json(env, "jobs", "status", "pod")
     assert status["resources"]["replicas"] == 4
     assert status["resources"]["device"] == "tpu v4-16 x2 slice(s)"

@@ -107,11 +107,12 @@ def test_lines_of_replicas_writing_at_once_stay_whole(client: LocalClient) -> No
     first, second = threading.Barrier(2), threading.Barrier(2)
     threads = client.submit(req(two_writers, first, second, replicas=2))
     assert threads.wait(timeout=30) is JobStatus.SUCCEEDED
-    assert list(threads.logs()) == ["one", "zero-start zero-end"]
+    # Each replica's lines carry its index.
+    assert list(threads.logs()) == ["[1] one", "[0] zero-start zero-end"]
     # Each process's last line has no newline: it is a line of its own all the same.
     procs = client.submit(cmd('printf "tail $FRAY_TASK_INDEX"', replicas=2))
     assert procs.wait(timeout=30) is JobStatus.SUCCEEDED
-    assert sorted(procs.logs()) == ["tail 0", "tail 1"]
+    assert sorted(procs.logs()) == ["[0] tail 0", "[1] tail 1"]
 
 
 _ECHO_DRIVER = """

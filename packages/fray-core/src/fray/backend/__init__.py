@@ -46,6 +46,7 @@ from fray.backend._ids import job_id_part, name_of_id_part
 from fray.backend._output import (
     LineSink,
     LogBuffer,
+    PrefixedSink,
     capture_into,
     echo_stream,
     follow_many,
@@ -66,6 +67,7 @@ __all__ = [
     "JobRecord",
     "LineSink",
     "LogBuffer",
+    "PrefixedSink",
     "backend_factories",
     "bind_actor",
     "bind_client",

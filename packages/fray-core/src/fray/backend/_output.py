@@ -16,13 +16,34 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO
 
-__all__ = ["LineSink", "LogBuffer", "capture_into", "merge_logs", "restore_output", "route_output"]
+__all__ = [
+    "LineSink",
+    "LogBuffer",
+    "PrefixedSink",
+    "capture_into",
+    "merge_logs",
+    "restore_output",
+    "route_output",
+]
 
 
 class LineSink(Protocol):
     """Where :func:`capture_into` routes a thread's output."""
 
     def write(self, text: str) -> None: ...
+
+
+class PrefixedSink:
+    """A :class:`LogBuffer` seen by one replica of several: its lines start with ``[i] ``."""
+
+    __slots__ = ("_buffer", "_prefix")
+
+    def __init__(self, buffer: LogBuffer, index: int) -> None:
+        self._buffer = buffer
+        self._prefix = f"[{index}] "
+
+    def write(self, text: str) -> None:
+        self._buffer.write(text, self._prefix)
 
 
 class LogBuffer:
@@ -36,31 +57,34 @@ class LogBuffer:
 
     def __init__(self) -> None:
         self.lines: list[tuple[float, str]] = []
-        self._partial: dict[int, str] = {}  # by thread: what it wrote after its last newline
+        # By thread: what it wrote after its last newline, and the prefix of its lines.
+        self._partial: dict[int, tuple[str, str]] = {}
         self._cond = threading.Condition()
         self.closed = False
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, prefix: str = "") -> None:
+        """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
+        replica's ``[i] `` where a job has several)."""
         if not text:
             return
         me = threading.get_ident()
         with self._cond:
             pending = self._partial.pop(me, None)
             if pending:
-                text = pending + text
+                text = pending[0] + text
             *complete, rest = text.split("\n")
             if rest:
-                self._partial[me] = rest
+                self._partial[me] = (rest, prefix)
             if complete:
                 now = time.time()
-                self.lines.extend((now, line) for line in complete)
+                self.lines.extend((now, prefix + line) for line in complete)
                 self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:
             if self._partial:
                 now = time.time()
-                self.lines.extend((now, line) for line in self._partial.values())
+                self.lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
                 self._partial.clear()
             self.closed = True
             self._cond.notify_all()

@@ -214,6 +214,7 @@ def _pump(
     process = replica.process
     assert process is not None and process.stdout is not None
     echo = echo_stream() if echo_logs else None
+    prefix = f"[{replica.index}] " if job.request.replica_count > 1 else ""
     sweeper = threading.Thread(
         target=_sweep_group, args=(process,), name=f"fray-sweep-{job.job_id}", daemon=True
     )
@@ -222,10 +223,10 @@ def _pump(
         text = raw.decode("utf-8", errors="replace")
         if not text.endswith("\n"):  # the output's last line, without its newline
             text += "\n"
-        job.log.write(text)
+        job.log.write(text, prefix)
         if echo is not None:
             with contextlib.suppress(Exception):
-                echo.write(text)
+                echo.write(prefix + text)
     process.stdout.close()
     sweeper.join()
     exits.put((replica.index, process.wait()))

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fray.backend import bind_client, capture_into
+from fray.backend import PrefixedSink, bind_client, capture_into
 from fray.local._jobs import LocalJob, Replica, current_job, current_task_index
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ def _run_replica(client: LocalClient, job: LocalJob, replica: Replica) -> Any:
     current_task_index.set(replica.index)
     replica.thread_id = threading.get_ident()
     try:
-        with capture_into(job.log, client.echo_logs):
+        sink = job.log if job.request.replica_count == 1 else PrefixedSink(job.log, replica.index)
+        with capture_into(sink, client.echo_logs):
             with job.lock:
                 if job.stop_requested or job.timed_out == job.attempts:
                     raise Terminated
