@@ -123,7 +123,8 @@ def test_logs_max_lines_is_a_tail_of_a_finished_and_of_a_running_job(
     done = client.submit(req(print_lines, 10))
     done.wait(timeout=60)
     assert list(done.logs(max_lines=3)) == ["line 7", "line 8", "line 9"]
-    assert list(done.logs(max_lines=0)) == []
+    assert list(done.logs(2)) == ["line 8", "line 9"]  # by position, as the predecessor's
+    assert len(list(done.logs(max_lines=0))) == 10  # 0: all of them, as the predecessor's
 
     release = threading.Event()
 

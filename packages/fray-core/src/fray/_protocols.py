@@ -42,10 +42,14 @@ class JobHandle(Protocol):
         """Stops the job and its children; returns once they are STOPPED."""
         ...
 
-    def logs(self, *, follow: bool = False, include_children: bool = False) -> Iterator[str]:
+    def logs(
+        self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
+    ) -> Iterator[str]:
         """The job's output lines (stdout and stderr), without trailing newlines.
 
         Args:
+            max_lines: Only the last ``max_lines`` lines so far, then (with ``follow``) the
+                new ones; 0 or ``None``: every line.
             follow: Keep yielding new lines until the job finishes.
             include_children: Interleave the lines of child jobs, each prefixed with
                 ``[child-id]``.

@@ -25,7 +25,8 @@ def check_result(job_id: str, status: JobStatus, error: str | None, *, is_callab
 
 
 def check_max_lines(max_lines: Any) -> int | None:
-    """Validates ``logs(max_lines=...)``: ``None`` or a whole number >= 0.
+    """Validates ``logs(max_lines=...)``: a whole number >= 0 (0, as ``None``, means every
+    line, as the predecessor's 0 did).
 
     Raises:
         InvalidRequestError: Anything else.
@@ -34,9 +35,11 @@ def check_max_lines(max_lines: Any) -> int | None:
         return None
     if isinstance(max_lines, bool) or not isinstance(max_lines, int) or max_lines < 0:
         raise InvalidRequestError.for_field(
-            "logs.max_lines", max_lines, "must be a whole number >= 0 (the last N lines), or None"
+            "logs.max_lines",
+            max_lines,
+            "must be a whole number: N > 0 for the last N lines, 0 or None for all of them",
         )
-    return max_lines
+    return max_lines or None
 
 
 class BaseJobHandle:
@@ -141,15 +144,16 @@ class BaseJobHandle:
         self._terminate()
 
     def logs(
-        self, *, follow: bool = False, include_children: bool = False, max_lines: int | None = None
+        self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
     ) -> Iterator[str]:
         """The job's output lines; see ``fray.JobHandle.logs``.
 
         Args:
+            max_lines: Start with only the last ``max_lines`` lines so far (a tail); 0 or
+                ``None``: every line.
             follow: Keep yielding new lines until the job (and its children, if included)
                 has finished.
             include_children: Interleave child jobs' lines, prefixed ``[child-id]``.
-            max_lines: Start with only the last ``max_lines`` lines so far (a tail).
         """
         tail = check_max_lines(max_lines)
         return self._iter_logs(follow, include_children, tail)
