@@ -25,6 +25,7 @@ from fray.current_client import current_client, set_current_client
 from fray.errors import (
     ActorDiedError,
     ActorError,
+    ActorUnavailableError,
     BackendUnavailableError,
     FrayError,
     InvalidRequestError,
@@ -85,6 +86,7 @@ __all__ = [
     "ActorGroup",
     "ActorHandle",
     "ActorMethod",
+    "ActorUnavailableError",
     "BackendUnavailableError",
     "BinaryEntrypoint",
     "CallableEntrypoint",

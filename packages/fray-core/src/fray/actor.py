@@ -8,6 +8,7 @@ import contextvars
 from fray._actor import ActorContext, current_actor
 from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod
 from fray.backend import bind_actor, unbind_actor
+from fray.errors import ActorUnavailableError
 
 __all__ = [
     "ActorContext",
@@ -15,6 +16,7 @@ __all__ = [
     "ActorGroup",
     "ActorHandle",
     "ActorMethod",
+    "ActorUnavailableError",
     "current_actor",
 ]
 

@@ -12,7 +12,9 @@ catches these (and its own exceptions, chained as ``__cause__``)::
     │                                                    where a result was asked for)
     ├── JobTimeoutError            (also a TimeoutError) a wait ran out of time
     └── ActorError                 (also a RuntimeError) an actor could not be created or called
-        └── ActorDiedError                               the actor is gone
+        ├── ActorDiedError                               the actor is gone
+        └── ActorUnavailableError                        the actor, or a long-running call
+                                                         on it, cannot be reached any more
 
 ``JobFailed`` and ``JobAlreadyExists`` are aliases kept for code written against the older API.
 """
@@ -24,6 +26,7 @@ from typing import Any
 __all__ = [
     "ActorDiedError",
     "ActorError",
+    "ActorUnavailableError",
     "BackendUnavailableError",
     "FrayError",
     "InvalidRequestError",
@@ -126,6 +129,11 @@ class ActorError(FrayError, RuntimeError):
 
 class ActorDiedError(ActorError):
     """The actor's process or instance is gone; calls to it cannot complete."""
+
+
+class ActorUnavailableError(ActorError):
+    """The actor cannot be reached, or its server no longer knows a long-running call
+    (``method.submit(...)``) this caller started: the call's outcome is lost."""
 
 
 JobFailed = JobFailedError

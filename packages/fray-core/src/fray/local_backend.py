@@ -16,6 +16,7 @@ from fray._types import (
     JobRequest,
     JobStatus,
 )
+from fray.errors import ActorUnavailableError
 from fray.local import (
     LocalActorGroup,
     LocalActorHandle,
@@ -30,6 +31,7 @@ __all__ = [
     "ActorFuture",
     "ActorGroup",
     "ActorHandle",
+    "ActorUnavailableError",
     "BinaryEntrypoint",
     "CallableEntrypoint",
     "EnvironmentConfig",
