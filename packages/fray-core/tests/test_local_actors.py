@@ -10,6 +10,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
+import fray
 from fray import (
     ActorConfig,
     ActorDiedError,
@@ -297,3 +298,33 @@ def test_current_actor_inside(client: LocalClient) -> None:
     group = client.create_actor_group(Counter, name="ctx", count=2)
     handles = group.wait_ready(timeout=10)
     assert sorted(h.whoami() for h in handles) == [("ctx-0", 0, "ctx"), ("ctx-1", 1, "ctx")]
+
+
+class Doubler:
+    def __call__(self, x: int) -> int:
+        return 2 * x
+
+    def boom(self) -> None:
+        raise ValueError("no")
+
+
+def test_an_actor_is_called_through_its_dunder_call(client: fray.LocalClient) -> None:
+    handle = client.create_actor(Doubler, name="doubler")
+    assert handle(4) == 8
+    assert handle.__call__.remote(5).result(timeout=10) == 10
+
+
+def test_wait_all_on_actor_futures_returns_results_in_order(client: fray.LocalClient) -> None:
+    group = client.create_actor_group(Doubler, name="pool", count=3)
+    handles = group.wait_ready(timeout=30)
+    futures = [handles[i % 3].__call__.remote(i) for i in range(9)]
+    assert fray.wait_all(futures, timeout=30) == [2 * i for i in range(9)]
+    failing = [handles[0].boom.remote(), handles[1].__call__.remote(1)]
+    with pytest.raises(ValueError, match="no"):
+        fray.wait_all(failing, timeout=30)
+    outcomes = fray.wait_all(
+        [handles[0].boom.remote(), handles[1].__call__.remote(1)],
+        timeout=30,
+        raise_on_failure=False,
+    )
+    assert isinstance(outcomes[0], ValueError) and outcomes[1] == 2

@@ -57,6 +57,61 @@ class _Progress:
         self._drawn = not final
 
 
+def _wait_futures(futures: list[Any], timeout: float | None, raise_on_failure: bool) -> list[Any]:
+    """``wait_all`` over actor futures: their results, in input order, failing fast."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    finished: queue.SimpleQueue[int] = queue.SimpleQueue()
+    polled: list[int] = []
+    for index, future in enumerate(futures):
+        add_callback = getattr(future, "add_done_callback", None)
+        if add_callback is None:
+            polled.append(index)
+        else:
+            add_callback(lambda _f, i=index: finished.put(i))  # pyright: ignore[reportUnknownLambdaType]
+    results: list[Any] = [None] * len(futures)
+    pending = set(range(len(futures)))
+    interval = _POLL_START_S
+
+    def collect(index: int) -> None:
+        try:
+            results[index] = futures[index].result(timeout=0)
+        except BaseException as exc:
+            if raise_on_failure:
+                raise
+            results[index] = exc
+        pending.discard(index)
+
+    while pending:
+        for index in [i for i in polled if i in pending and futures[i].done()]:
+            collect(index)
+        while True:
+            try:
+                index = finished.get_nowait()
+            except queue.Empty:
+                break
+            if index in pending:
+                collect(index)
+        if not pending:
+            break
+        wait_for = interval if polled else _PROGRESS_EVERY_S
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JobTimeoutError(
+                    f"wait_all timed out after {timeout}s with {len(pending)} of "
+                    f"{len(futures)} actor calls unfinished"
+                )
+            wait_for = min(wait_for, left)
+        try:
+            index = finished.get(timeout=wait_for)
+        except queue.Empty:
+            interval = min(interval * 1.5, _POLL_MAX_S)
+            continue
+        if index in pending:
+            collect(index)
+    return results
+
+
 def wait_all(
     jobs: Sequence[Any],
     *,
@@ -68,6 +123,10 @@ def wait_all(
 
     Jobs whose handles can notify (``add_done_callback``) are not polled at all; others are
     polled with a short, capped interval.
+
+    Given actor futures (``handle.method.remote(...)`` results) instead of job handles, it
+    waits for those and returns their results in input order (with ``raise_on_failure``
+    off, a failed call's exception stands in its place).
 
     Args:
         jobs: Job handles, from any backend (they may be mixed).
@@ -87,6 +146,15 @@ def wait_all(
     handles = list(jobs)
     if not handles:
         return []
+    futures = [not hasattr(h, "status") and callable(getattr(h, "result", None)) for h in handles]
+    if all(futures):
+        return _wait_futures(handles, timeout, raise_on_failure)
+    if any(futures):
+        from fray.errors import InvalidRequestError
+
+        raise InvalidRequestError.for_field(
+            "wait_all.jobs", handles, "give job handles or actor futures, not both at once"
+        )
     deadline = None if timeout is None else time.monotonic() + timeout
     events: queue.SimpleQueue[int] = queue.SimpleQueue()
     polled: list[int] = []

@@ -257,6 +257,12 @@ class LocalActorHandle:
             raise AttributeError(method)
         return LocalActorMethod(self, method)
 
+    @property
+    def __call__(self) -> LocalActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """The actor's own ``__call__``: ``handle(x)`` blocks, ``handle.__call__.remote(x)``
+        returns a future (actor pools call their actors this way)."""
+        return LocalActorMethod(self, "__call__")
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (LocalActorHandle, (self._key,))
 
