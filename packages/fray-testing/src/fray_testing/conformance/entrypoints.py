@@ -168,9 +168,10 @@ def follow_plan(counter_path: str, plan: str, driver_pid: int) -> int:
 
     Attempt ``k`` (counted in ``counter_path``) follows ``plan[k-1]``, the last letter
     repeating: ``S`` returns ``k``; ``F`` raises ``ConformanceError``; ``P`` is preempted:
-    the job's own process is killed by SIGKILL, or, when the job runs inside the driver
-    (``driver_pid``), where a kill would end the test run, it raises
-    :class:`fray_testing.SimulatedPreemption`.
+    the job's own process is killed, or, when the job runs inside the driver (``driver_pid``),
+    where a kill would end the test run, it raises :class:`fray_testing.SimulatedPreemption`.
+    The kill is SIGKILL (a lost node) on a cluster and SIGTERM on the local backend, where a
+    SIGKILL that Fray did not send is the out-of-memory killer: a failure, not a preemption.
     """
     attempt = _count_attempt(counter_path)
     action = plan[min(attempt, len(plan)) - 1]
@@ -181,7 +182,8 @@ def follow_plan(counter_path: str, plan: str, driver_pid: int) -> int:
     if os.getpid() == driver_pid:
         raise SimulatedPreemption(f"attempt {attempt} preempted as planned")
     sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
+    local = getattr(current_client(), "scheme", None) == "local"
+    os.kill(os.getpid(), signal.SIGTERM if local else signal.SIGKILL)
     raise AssertionError("unreachable: the process was killed")
 
 
