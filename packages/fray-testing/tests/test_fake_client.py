@@ -508,3 +508,17 @@ def test_keeps_unfinished_jobs_and_the_last_finished(monkeypatch: pytest.MonkeyP
         assert len(client.submissions) == 4  # the record of what was asked stays whole
         held.terminate()
         assert [info.job_id for info in client.list_jobs()] == [held.job_id]
+
+
+class _Tripler:
+    def __call__(self, x: int) -> int:
+        return 3 * x
+
+
+def test_a_fake_actor_is_called_through_its_dunder_call() -> None:
+    with FakeClient() as client:
+        handle = client.create_actor(_Tripler, name="tripler")
+        assert handle(2) == 6
+        futures = [handle.__call__.remote(i) for i in range(3)]
+        assert fray.wait_all(futures, timeout=5) == [0, 3, 6]
+        assert [c.method for c in client.calls_to("tripler")] == ["__call__"] * 4

@@ -105,6 +105,11 @@ class FakeActorHandle:
             raise AttributeError(method)
         return FakeActorMethod(functools.partial(self._call, method))
 
+    @property
+    def __call__(self) -> FakeActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """The actor's own ``__call__``: ``handle(x)``, ``handle.__call__.remote(x)``."""
+        return FakeActorMethod(functools.partial(self._call, "__call__"))
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (FakeActorHandle, (self._key,))
 
