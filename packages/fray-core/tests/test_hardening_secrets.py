@@ -249,9 +249,9 @@ def test_nothing_listens_beyond_loopback(client: LocalClient, tmp_path: Path) ->
     actor = client.create_actor(Echo, name="echo")
     assert actor.f.remote(1).result(timeout=DEADLINE_S) == 1
     lines = iter(tpu.logs(follow=True))
-    coordinators = {next(lines) for _ in range(4)}  # 2 slices x 2 VMs
-    assert len({line.split()[1] for line in coordinators}) == 1
-    (address,) = {line.split()[1] for line in coordinators}
+    coordinators = {next(lines) for _ in range(4)}  # 2 slices x 2 VMs: "[i] coordinator A"
+    assert len({line.split()[-1] for line in coordinators}) == 1
+    (address,) = {line.split()[-1] for line in coordinators}
     assert address.startswith("127.0.0.1:")
     during = listeners(family_pids())
     Path(gate).touch()
