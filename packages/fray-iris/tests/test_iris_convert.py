@@ -20,6 +20,7 @@ def request(**fields: object) -> JobRequest:
 
 def test_exports_are_the_public_names() -> None:
     assert sorted(fray_iris.__all__) == [
+        "FrayIrisClient",
         "IrisActorFuture",
         "IrisActorGroup",
         "IrisActorHandle",
@@ -181,3 +182,24 @@ def test_results_store_through_fsspec(tmp_path: Path) -> None:
     assert kind == "error" and isinstance(exc, ValueError)
     store.remove(path)
     assert store.read(path) is None
+
+
+def test_an_iris_context_set_in_scope_is_found_by_current_client() -> None:
+    """Code that sets an Iris context itself (as Marin's tests and launchers do) gets an
+    IrisClient wrapping that context's client; nothing is asked of the wrapped client."""
+    from iris.client.client import IrisContext, iris_ctx_scope
+
+    import fray
+    from fray.iris_backend import FrayIrisClient
+
+    stand_in = object()  # never called: wrapping is lazy
+    with iris_ctx_scope(IrisContext(job_id=None, client=stand_in)):  # type: ignore[arg-type]
+        client = fray.current_client()
+        assert isinstance(client, FrayIrisClient)
+        assert client.iris is stand_in
+        assert fray.current_client() is client  # one client per wrapped Iris client
+        explicit = fray.LocalClient()
+        with fray.set_current_client(explicit):
+            assert fray.current_client() is explicit
+        explicit.shutdown()
+    assert isinstance(fray.current_client(), fray.LocalClient)

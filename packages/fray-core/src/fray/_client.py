@@ -235,6 +235,34 @@ def _shared(key: str, build: Callable[[], Any]) -> Any:
         return client
 
 
+def _iris_scope_client() -> Any:
+    """The client for an Iris context set with ``iris_ctx_scope`` in this process, if any.
+
+    Only looked for where the Iris client is already imported (whoever set a context has
+    imported it), so that ``current_client()`` never imports Iris itself.
+    """
+    module = sys.modules.get("iris.client.client")
+    if module is None or os.environ.get("IRIS_TASK_ID"):
+        return None  # inside an Iris job the job's own context is used (below)
+    get_context = getattr(module, "get_iris_ctx", None)
+    context = get_context() if callable(get_context) else None
+    raw = getattr(context, "client", None)
+    if raw is None:
+        return None
+    try:
+        import fray_iris
+    except ImportError:
+        import logging  # only on this path: keeps `import fray` cheap
+
+        logging.getLogger("fray").warning(
+            "an Iris context is set, but fray-iris is not installed; using the local backend"
+        )
+        return None
+    # One client per wrapped Iris client: the cached client keeps it alive, so its id
+    # cannot be reused while it is cached.
+    return _shared(f"iris:scope:{id(raw)}", lambda: fray_iris.FrayIrisClient.from_iris_client(raw))
+
+
 def _resolve() -> tuple[Any, str]:
     explicit = _explicit.get()
     if explicit is not None:
@@ -242,6 +270,9 @@ def _resolve() -> tuple[Any, str]:
     spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
     if spec:
         return _shared(spec, lambda: client_from_spec(spec)), f"{FRAY_CLIENT_SPEC}={spec!r}"
+    scoped = _iris_scope_client()
+    if scoped is not None:
+        return scoped, "an Iris context set with iris_ctx_scope()"
     if os.environ.get("IRIS_CONTROLLER_ADDRESS") and os.environ.get("IRIS_TASK_ID"):
         try:
             factory = _load_backend("iris")

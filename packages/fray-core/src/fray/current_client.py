@@ -15,11 +15,17 @@ from fray._client import current_client, set_current_client
 
 if TYPE_CHECKING:
     from fray._protocols import Client
+    from fray.iris_backend import FrayIrisClient
     from fray.local import LocalClient
 
-# ``FrayIrisClient`` (the predecessor's 0.2.20 line had it here too) loads from
-# fray.iris_backend on first use.
-__all__ = ["Client", "LocalClient", "current_client", "logger", "set_current_client"]
+__all__ = [
+    "Client",
+    "FrayIrisClient",
+    "LocalClient",
+    "current_client",
+    "logger",
+    "set_current_client",
+]
 
 logger = logging.getLogger("fray.current_client")
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from fray.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
-    from fray_iris import IrisActorGroup, IrisActorHandle, IrisJobHandle
+    from fray_iris import FrayIrisClient, IrisActorGroup, IrisActorHandle, IrisJobHandle
 
-__all__ = ["IrisActorGroup", "IrisActorHandle", "IrisJobHandle"]
+__all__ = ["FrayIrisClient", "IrisActorGroup", "IrisActorHandle", "IrisJobHandle"]
 
-_NAMES = frozenset([*__all__, "FrayIrisClient"])
+_NAMES = frozenset(__all__)
 
 
 def __getattr__(name: str) -> Any:

@@ -21,12 +21,10 @@ _IRIS = "comes with fray-iris on the predecessor's Iris API (the Iris issue)"
 PENDING: dict[tuple[str, str], str] = {
     **{(module, "HostedActor"): _HOSTED for module in _NAMES["0.2.227"]},
     ("fray.iris_backend", "ActorUnavailableError"): _IRIS,
-    ("fray.current_client", "FrayIrisClient"): _IRIS,
     **{
         ("fray.iris_backend", name): _IRIS
         for name in [
             "FrayEntrypoint",
-            "FrayIrisClient",
             "FrayJobAlreadyExists",
             "NSYS_TASKS_ENV",
             "OperationFuture",

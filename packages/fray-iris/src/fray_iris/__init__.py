@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from fray_iris._actors import IrisActorFuture, IrisActorGroup, IrisActorHandle
     from fray_iris._client import IrisClient, IrisJobHandle
     from fray_iris._convert import job_status, to_iris_request, to_resource_spec
+    from fray_iris._predecessor import FrayIrisClient
 
 __all__ = [
+    "FrayIrisClient",
     "IrisActorFuture",
     "IrisActorGroup",
     "IrisActorHandle",
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "FrayIrisClient": "fray_iris._predecessor",
     "IrisActorFuture": "fray_iris._actors",
     "IrisActorGroup": "fray_iris._actors",
     "IrisActorHandle": "fray_iris._actors",

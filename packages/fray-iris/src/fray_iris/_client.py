@@ -136,6 +136,11 @@ class _Session:
         self.results = results
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
+    def take_ownership(self, reopen: Callable[[], RawIrisClient]) -> None:
+        """This session opened its client itself (``reopen`` opens another): it closes it."""
+        self._owned = True
+        self._reopen = reopen
+
     @property
     def raw(self) -> RawIrisClient:
         """The live marin-iris client."""
@@ -519,7 +524,9 @@ class IrisClient:
         reopen: Callable[[], RawIrisClient] | None = None
         if iris_client is not None:
             raw, owned = iris_client, False
-            controller = getattr(iris_client._cluster_client, "_address", None)
+            # Read lazily-tolerant: a wrapped client is not asked anything until it is used.
+            cluster = getattr(iris_client, "_cluster_client", None)
+            controller = getattr(cluster, "_address", None)
         elif address is not None:
             if not isinstance(address, str) or not address.strip():
                 raise InvalidRequestError.for_field(
