@@ -19,24 +19,13 @@ from urllib.parse import urlparse
 from fray_iris._results import ResultStore
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
-__all__ = ["fray_job_id", "host_actor", "run_callable"]
+__all__ = ["fray_job_id", "host_actor", "is_loopback", "run_callable"]
 
 
 def fray_job_id(wire: str) -> str:
     """Fray's id for an Iris job id: the wire id without its ``/<user>/`` prefix."""
     parts = wire.strip("/").split("/")
     return "/".join(parts[1:]) if len(parts) > 1 else parts[0]
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it pickles; otherwise a RuntimeError carrying its type and text."""
-    import cloudpickle
-
-    try:
-        cloudpickle.loads(cloudpickle.dumps(exc))
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-    return exc
 
 
 def _enter_task(results_url: str | None) -> tuple[str, int]:
@@ -88,7 +77,11 @@ def run_callable(
         value = fn(*args, **kwargs)
     except BaseException as exc:
         if store is not None:
-            store.write(path, ("error", _portable(exc), traceback.format_exc()))
+            # Imported only here: importing fray (pydantic, the request types) takes
+            # hundreds of milliseconds, which every task start would pay for nothing.
+            from fray.backend import portable_error
+
+            store.write(path, ("error", portable_error(exc), traceback.format_exc()))
         sys.stdout.flush()
         raise
     if store is not None:
@@ -101,7 +94,8 @@ def run_callable(
     sys.stdout.flush()
 
 
-def _loopback_controller(address: str | None) -> bool:
+def is_loopback(address: str | None) -> bool:
+    """Whether the controller at ``address`` runs on this machine."""
     host = urlparse(address or "").hostname or ""
     return host in ("127.0.0.1", "localhost", "::1")
 
@@ -120,7 +114,7 @@ class _Serving:
         self.on_exit: Callable[[], None] = lambda: None
 
     def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        from fray.backend import bind_actor, unbind_actor
+        from fray.backend import bind_actor, portable_error, unbind_actor
         from fray.errors import ActorDiedError
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -137,7 +131,7 @@ class _Serving:
                         f"actor {self.name} exited (SystemExit {exc.code!r}) in this call"
                     ) from None
                 except BaseException as exc:
-                    raise _portable(exc) from None
+                    raise portable_error(exc) from None
                 finally:
                     unbind_actor(token)
 
@@ -176,7 +170,7 @@ def host_actor(
     from iris.cluster.client.job_info import get_job_info
 
     from fray import ActorContext
-    from fray.backend import bind_actor, unbind_actor
+    from fray.backend import bind_actor, call_outcome, unbind_actor
     from fray_iris._actors import IrisActorHandle
 
     job_wire, index = _enter_task(results_url)
@@ -187,22 +181,18 @@ def host_actor(
     handle = IrisActorHandle(endpoint, job_wire, info.controller_address)
     context = ActorContext(handle, index, group_name)
     token = bind_actor(context)
-    try:
-        instance = actor_class(*args, **kwargs)
-    except BaseException as exc:
-        traceback.print_exc()
+    built = call_outcome(actor_class, args, kwargs)  # catches everything
+    unbind_actor(token)
+    if built[0] == "error":
+        sys.stderr.write(built[2])
         if results_url:
             store = ResultStore(results_url)
-            store.write(
-                store.actor_path(job_wire, index),
-                ("error", _portable(exc), traceback.format_exc()),
-            )
+            store.write(store.actor_path(job_wire, index), built)
         sys.stderr.flush()
         return
-    finally:
-        unbind_actor(token)
+    instance = built[1]
 
-    if _loopback_controller(info.controller_address):
+    if is_loopback(info.controller_address):
         bind, advertise = "127.0.0.1", "127.0.0.1"
     else:
         bind = os.environ.get("IRIS_BIND_HOST", "0.0.0.0")
