@@ -20,9 +20,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fray_iris._actors import IrisActorFuture, IrisActorGroup, IrisActorHandle
-    from fray_iris._client import IrisClient, IrisJobHandle
+    from fray_iris._actor_handle import IrisActorFuture, IrisActorHandle
+    from fray_iris._actors import IrisActorGroup
+    from fray_iris._client import IrisClient
     from fray_iris._convert import job_status, to_iris_request, to_resource_spec
+    from fray_iris._jobs import IrisJobHandle
     from fray_iris._predecessor import FrayIrisClient
 
 __all__ = [
@@ -39,11 +41,11 @@ __all__ = [
 
 _LAZY = {
     "FrayIrisClient": "fray_iris._predecessor",
-    "IrisActorFuture": "fray_iris._actors",
+    "IrisActorFuture": "fray_iris._actor_handle",
     "IrisActorGroup": "fray_iris._actors",
-    "IrisActorHandle": "fray_iris._actors",
+    "IrisActorHandle": "fray_iris._actor_handle",
     "IrisClient": "fray_iris._client",
-    "IrisJobHandle": "fray_iris._client",
+    "IrisJobHandle": "fray_iris._jobs",
     "job_status": "fray_iris._convert",
     "to_iris_request": "fray_iris._convert",
     "to_resource_spec": "fray_iris._convert",

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import shlex
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from connectrpc.code import Code
@@ -26,6 +30,7 @@ from iris.cluster.types import (
     gpu_device,
     tpu_device,
 )
+from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.rpc import job_pb2
 
 from fray import (
@@ -45,10 +50,13 @@ from fray.errors import (
     JobNotFoundError,
     JobTimeoutError,
 )
+from fray_iris._task import run_callable
 
 __all__ = [
     "IrisRequest",
     "job_status",
+    "ship_code_by_value",
+    "to_iris_entrypoint",
     "to_iris_request",
     "to_resource_spec",
     "translate_errors",
@@ -175,6 +183,54 @@ def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = N
         max_retries_preemption=request.max_retries_preemption,
         task_image=environment.docker_image if environment is not None else None,
     )
+
+
+def ship_code_by_value(obj: Any) -> None:
+    """Pickles the module defining ``obj`` by value when tasks could not import it: the same
+    rule raw Iris applies to the callable it is given (``__main__``, modules outside a
+    package, and test folders), so Fray runs the same code raw Iris would."""
+    import cloudpickle
+
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    if module is None or module.__name__ in ("builtins",):
+        return
+    file = getattr(module, "__file__", None)
+    path = Path(file).parts if file else ()
+    if module.__package__ is None or module.__spec__ is None or "tests" in path:
+        cloudpickle.register_pickle_by_value(module)
+
+
+def to_iris_entrypoint(request: JobRequest, results_url: str | None) -> IrisEntrypoint:
+    """A callable runs through Fray's task wrapper (``_task.run_callable``), which stores
+    its value at ``results_url``; a command runs as it is."""
+    entry = request.entrypoint
+    if entry.callable is None:
+        assert entry.command is not None
+        return IrisEntrypoint.from_command(*_protect_host_paths(entry.command))
+    ship_code_by_value(entry.callable)
+    device = request.resources.device
+    tpu = (device.variant, device.vm_count()) if isinstance(device, TpuConfig) else None
+    return IrisEntrypoint.from_callable(
+        run_callable,
+        entry.callable,
+        tuple(entry.args),
+        dict(entry.kwargs),
+        results_url,
+        tpu,
+    )
+
+
+def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """A local Iris worker rewrites every argument that starts with a container mount path
+    (``/tmp`` becomes the task's private temp dir). An interpreter or script that really
+    lives under ``/tmp`` on this machine (a checkout or venv there) would then vanish, so
+    such a command runs through ``/bin/sh -c "exec ..."``, whose one argument starts with
+    ``exec`` and is left alone. Commands that only name ``/tmp`` paths that do not exist
+    here keep Iris's remapping."""
+    argv = list(argv)
+    if any(arg.startswith("/tmp/") and os.path.exists(arg) for arg in argv):
+        return ["/bin/sh", "-c", "exec " + shlex.join(argv)]
+    return argv
 
 
 _INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}

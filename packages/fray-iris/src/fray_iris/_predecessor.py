@@ -12,7 +12,8 @@ from typing import Any
 
 from iris.client import IrisClient as RawIrisClient
 
-from fray_iris._client import IrisClient, _normalize_address
+from fray_iris._client import IrisClient
+from fray_iris._session import normalize_address
 
 __all__ = ["FrayIrisClient"]
 
@@ -38,7 +39,7 @@ class FrayIrisClient(IrisClient):
         ws = Path(workspace) if workspace is not None else None
         open_raw = functools.partial(
             RawIrisClient.remote,
-            _normalize_address(controller_address.strip()),
+            normalize_address(controller_address.strip()),
             workspace=ws,
             bundle_id=bundle_id,
         )

@@ -171,7 +171,7 @@ def host_actor(
 
     from fray import ActorContext
     from fray.backend import bind_actor, call_outcome, unbind_actor
-    from fray_iris._actors import IrisActorHandle
+    from fray_iris._actor_handle import IrisActorHandle
 
     job_wire, index = _enter_task(results_url)
     info = get_job_info()

@@ -1,0 +1,250 @@
+# pyright: standard
+"""Handles to Iris actors: calls over Iris's actor RPC, in order per handle.
+
+A handle pickles as its endpoint name (``<group job id>/<group>-<index>``, absolute, so it
+resolves from any namespace) plus the job id; it resolves lazily, from the current Iris
+context inside a job, or from a connection to the controller outside one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+import weakref
+from typing import Any
+
+import cloudpickle
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from iris.cluster.types import JobName, is_job_finished
+from iris.rpc import actor_pb2
+
+from fray.errors import ActorDiedError, ActorError, JobTimeoutError
+from fray_iris._convert import translate_errors
+
+__all__ = ["IrisActorFuture", "IrisActorHandle", "IrisActorMethod", "forget_endpoints"]
+
+_STOPPED: set[str] = set()  # endpoints of groups shut down from this process
+_STOPPED_LOCK = threading.Lock()
+_RESOLVE_WAIT_S = 60.0  # how long a handle waits for a restarting actor to come back
+_UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
+
+_connections: dict[str, Any] = {}
+_connections_lock = threading.Lock()
+
+
+def _connection(controller: str | None) -> Any:
+    """The marin-iris client to resolve endpoints with: the current job's, else one per
+    controller address for this process."""
+    from iris.client import IrisClient as RawIrisClient
+    from iris.client import get_iris_ctx
+
+    ctx = get_iris_ctx()
+    if ctx is not None and ctx.client is not None:
+        return ctx.client
+    if not controller:
+        raise ActorError("this actor handle cannot be resolved: no Iris context or controller")
+    with _connections_lock:
+        raw = _connections.get(controller)
+        if raw is None:
+            raw = RawIrisClient.remote(controller)
+            _connections[controller] = raw
+        return raw
+
+
+def forget_endpoints(endpoints: list[str]) -> None:
+    """Marks these endpoints as shut down: calls through their handles raise
+    ``ActorDiedError`` from now on."""
+    with _STOPPED_LOCK:
+        _STOPPED.update(endpoints)
+
+
+class IrisActorFuture:
+    """The pending result of an actor call; see ``fray.ActorFuture``."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+        self._future = future
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's return value; re-raises the method's own exception."""
+        try:
+            return self._future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            if self._future.done():
+                raise
+            raise JobTimeoutError(f"actor call did not finish within {timeout}s") from None
+
+    def done(self) -> bool:
+        """Whether the call has finished."""
+        return self._future.done()
+
+
+class IrisActorMethod:
+    """``handle.method``: call it, or ``.remote()`` it for a future."""
+
+    __slots__ = ("_handle", "_method")
+
+    def __init__(self, handle: IrisActorHandle, method: str) -> None:
+        self._handle = handle
+        self._method = method
+
+    def remote(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
+        """Starts the call; calls from one handle run in the order they were made."""
+        return IrisActorFuture(self._handle._enqueue(self._method, args, kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Calls and waits."""
+        return self._handle._call_in_order(self._method, args, kwargs)
+
+
+class IrisActorHandle:
+    """Handle to one actor of an Iris actor group. Pickles as its endpoint name."""
+
+    def __init__(self, endpoint: str, job_wire: str, controller: str | None) -> None:
+        self._endpoint = endpoint
+        self._job_wire = job_wire
+        self._controller = controller
+        self._rpc: Any = None
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending = 0
+
+    @property
+    def name(self) -> str:
+        """The actor's name (``{group}-{index}``)."""
+        return self._endpoint.rsplit("/", 1)[-1]
+
+    @property
+    def endpoint(self) -> str:
+        """The Iris endpoint name the actor registered."""
+        return self._endpoint
+
+    def __getattr__(self, method: str) -> IrisActorMethod:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return IrisActorMethod(self, method)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (IrisActorHandle, (self._endpoint, self._job_wire, self._controller))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IrisActorHandle) and other._endpoint == self._endpoint
+
+    def __hash__(self) -> int:
+        return hash(self._endpoint)
+
+    def __repr__(self) -> str:
+        return f"IrisActorHandle({self.name!r})"
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _enqueue(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> concurrent.futures.Future[Any]:
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix=f"fray-iris-{self.name}"
+                )
+                weakref.finalize(self, self._executor.shutdown, False)
+            self._pending += 1
+            executor = self._executor
+        return executor.submit(self._run_queued, method, args, kwargs)
+
+    def _run_queued(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return self._call(method, args, kwargs)
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def _call_in_order(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with self._lock:
+            busy = self._pending > 0
+        if busy:  # keep the order of calls made through this handle
+            return self._enqueue(method, args, kwargs).result()
+        return self._call(method, args, kwargs)
+
+    def _died(self, why: str) -> ActorDiedError:
+        return ActorDiedError(f"actor {self.name} is gone: {why}")
+
+    def _job_finished(self) -> bool:
+        raw = _connection(self._controller)
+        with translate_errors(f"state of actor {self.name}"):
+            states = raw._cluster_client.get_job_states([JobName.from_wire(self._job_wire)])
+        state = states.get(self._job_wire)
+        return state is None or is_job_finished(state)
+
+    def _client(self) -> Any:
+        rpc = self._rpc
+        if rpc is not None:
+            return rpc
+        from iris.rpc.actor_connect import ActorServiceClientSync
+
+        if self._endpoint in _STOPPED:
+            raise self._died("its group was shut down")
+        raw = _connection(self._controller)
+        deadline = time.monotonic() + _RESOLVE_WAIT_S
+        delay = 0.05
+        while True:
+            with translate_errors(f"resolve actor {self.name}"):
+                found = raw._cluster_client.list_endpoints(prefix=self._endpoint, exact=True)
+            if found:
+                break
+            if self._job_finished():
+                raise self._died("its job has finished")
+            if time.monotonic() > deadline:
+                raise self._died(f"its endpoint did not come back within {_RESOLVE_WAIT_S}s")
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        rpc = ActorServiceClientSync(
+            address=found[0].address, timeout_ms=None, accept_compression=[]
+        )
+        self._rpc = rpc
+        return rpc
+
+    def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        request = actor_pb2.ActorCall(
+            method_name=method,
+            actor_name=self._endpoint,
+            serialized_args=cloudpickle.dumps(args),
+            serialized_kwargs=cloudpickle.dumps(kwargs),
+        )
+        last: Exception | None = None
+        deadline = time.monotonic() + _UNREACHABLE_WAIT_S
+        delay = 0.05
+        while True:
+            if self._endpoint in _STOPPED:
+                raise self._died("its group was shut down")
+            rpc = self._client()
+            try:
+                response = rpc.call(request)
+            except ConnectError as err:
+                # Unreachable (gone for good, restarting, or not yet listening on a loaded
+                # machine): retry while its job lives, for a while. Any other answer means
+                # the server may have run the call: never send it twice.
+                last = err
+                self._rpc = None
+                if self._job_finished():
+                    raise self._died("its job has finished") from err
+                if err.code is not Code.UNAVAILABLE:
+                    raise ActorError(f"actor {self.name}: {err.code.value}: {err}") from err
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            if response.HasField("error"):
+                error = response.error
+                if error.error_type == "NotFound":
+                    raise ActorError(f"actor {self.name}: {error.message}")
+                if error.serialized_exception:
+                    raise cloudpickle.loads(error.serialized_exception)
+                raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")
+            return cloudpickle.loads(response.serialized_value)
+        raise ActorError(
+            f"actor {self.name} could not be reached for {_UNREACHABLE_WAIT_S}s: {last}"
+        ) from last
