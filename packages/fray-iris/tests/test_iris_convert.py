@@ -203,3 +203,37 @@ def test_an_iris_context_set_in_scope_is_found_by_current_client() -> None:
             assert fray.current_client() is explicit
         explicit.shutdown()
     assert isinstance(fray.current_client(), fray.LocalClient)
+
+
+def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
+    # Iris returns every line so far on each fetch, in time order: a child's line written
+    # before lines already seen comes back in their midst, and a line printed twice in the
+    # same millisecond has the same key twice.
+    from fray_iris._logs import LineMerge
+
+    a, b = (("stdout", 1, "a"), "a"), (("stdout", 3, "b"), "b")
+    late = (("stdout", 2, "from kid"), "[job/kid] from kid")
+    merge = LineMerge()
+    assert merge.merge([a, b]) == ["a", "b"]
+    assert merge.merge([a, late, b]) == ["a", "b", "[job/kid] from kid"]
+    assert merge.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert merge.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+
+
+def test_task_stores_an_error_that_does_not_pickle_as_its_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fray_iris._results import ResultStore
+    from fray_iris._task import run_callable
+
+    monkeypatch.setenv("IRIS_TASK_ID", "/root/unpicklable/0")
+    for name in ("FRAY_JOB_ID", "FRAY_TASK_INDEX", "FRAY_NUM_TASKS", "FRAY_IRIS_RESULTS_URL"):
+        monkeypatch.setenv(name, "")  # the task sets them; put back after the test
+    url = f"file://{tmp_path}"
+    with pytest.raises(ep.UnpicklableError):
+        run_callable(ep.raise_unpicklable, ("holds a lock",), {}, url)
+    store = ResultStore(url)
+    kind, exc, trace = store.read(store.task_path("/root/unpicklable", 0))
+    assert kind == "error"
+    assert isinstance(exc, RuntimeError) and str(exc) == "UnpicklableError: holds a lock"
+    assert "raise_unpicklable" in trace

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -253,6 +255,27 @@ def test_wait_ready_fails_fast_when_the_hosting_job_dies(iris_client: IrisClient
         group.wait_ready(timeout=TIMEOUT)
     assert time.monotonic() - start < 30
     assert group.statuses() == [JobStatus.STOPPED]
+
+
+def test_done_callbacks_of_many_jobs_share_one_watching_thread(iris_client: IrisClient) -> None:
+    # Iris does not notify: one thread per connection asks about every job that has
+    # callbacks, in one call per round, instead of a thread per job.
+    tag = os.urandom(3).hex()
+    jobs = [
+        iris_client.submit(
+            JobRequest(name=f"cb-{tag}-{i}", entrypoint=Entrypoint.from_callable(ep.add, [i, i]))
+        )
+        for i in range(4)
+    ]
+    before = {t.ident for t in threading.enumerate()}
+    called: queue.SimpleQueue[tuple[str, JobStatus]] = queue.SimpleQueue()
+    for job in jobs:
+        job.add_done_callback(lambda handle: called.put((handle.job_id, handle.status())))
+    started = [t for t in threading.enumerate() if t.ident not in before]
+    assert len(started) <= 1
+    seen = sorted(called.get(timeout=TIMEOUT) for _ in jobs)
+    assert seen == sorted((job.job_id, JobStatus.SUCCEEDED) for job in jobs)
+    assert [job.result() for job in jobs] == [0, 2, 4, 6]
 
 
 def test_spec_with_address_builds_an_iris_client(iris_cluster: Any) -> None:
