@@ -338,7 +338,7 @@ class IrisJobHandle(BaseJobHandle):
     # -- the handle --------------------------------------------------------------------------
 
     def logs(
-        self, *, follow: bool = False, include_children: bool = False, max_lines: int | None = None
+        self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
     ) -> Iterator[str]:
         """The job's output lines; see ``fray.JobHandle.logs``."""
         view = IrisJobHandle(self._job)  # each call merges the fetches it makes on its own
