@@ -38,9 +38,15 @@ from fray.backend import (
 )
 from fray.environment_variables import FRAY_JOB_ID
 from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
-from fray.local._actors import LocalActor, LocalActorGroup, LocalActorHandle, register, unregister
+from fray.local._actors import LocalActor, LocalActorGroup, register, unregister
 from fray.local._jobs import LocalJob, LocalJobHandle, current_job, grace_seconds
-from fray.local._processes import attempt_process, kill_all, signal_replicas, write_payload
+from fray.local._processes import (
+    attempt_process,
+    kill_all,
+    signal_replicas,
+    stop_replicas,
+    write_payload,
+)
 from fray.local._threads import JobThreads, Terminated, attempt_thread, inject_stop
 
 __all__ = ["LocalClient"]
@@ -275,10 +281,7 @@ class LocalClient(BaseClient):
                     inject_stop(replica.thread_id)
             processes = any(r.process is not None for r in job.replicas)
         if processes:
-            signal_replicas(job, signal.SIGTERM)
-            kill = threading.Timer(self.grace, signal_replicas, (job, signal.SIGKILL))
-            kill.daemon = True
-            kill.start()
+            stop_replicas(job, self.grace)
 
     def _job_ended(self, job: LocalJob) -> None:
         with self._lock:  # before it is seen done
@@ -319,29 +322,6 @@ class LocalClient(BaseClient):
             job.finish(JobStatus.STOPPED)
 
     # -- actors ------------------------------------------------------------------------------
-
-    def create_actor(
-        self,
-        actor_class: type[T],
-        *args: Any,
-        name: str,
-        resources: ResourceConfig | None = None,
-        actor_config: ActorConfig | None = None,
-        **kwargs: Any,
-    ) -> LocalActorHandle:
-        """Creates one actor and returns its handle once its ``__init__`` has run.
-
-        Raises:
-            ActorError: ``__init__`` raised (chained as ``__cause__``).
-        """
-        return super().create_actor(
-            actor_class,
-            *args,
-            name=name,
-            resources=resources,
-            actor_config=actor_config,
-            **kwargs,
-        )
 
     def create_actor_group(
         self,

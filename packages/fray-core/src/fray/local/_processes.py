@@ -24,7 +24,7 @@ from fray.local._jobs import LocalJob, Replica
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["attempt_process", "kill_all", "signal_replicas", "write_payload"]
+__all__ = ["attempt_process", "kill_all", "signal_replicas", "stop_replicas", "write_payload"]
 
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
 
@@ -154,8 +154,7 @@ def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
             first_bad = (index, code)
         if code != 0 and len(codes) < count:
             # Gang semantics: one replica down takes the attempt down.
-            signal_replicas(job, signal.SIGTERM)
-            threading.Timer(client.grace, signal_replicas, (job, signal.SIGKILL)).start()
+            stop_replicas(job, client.grace)
     for reader in readers:
         reader.join()
     if job.stop_requested:
@@ -253,6 +252,14 @@ def signal_replicas(job: LocalJob, sig: signal.Signals) -> None:
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, sig)
+
+
+def stop_replicas(job: LocalJob, grace: float) -> None:
+    """SIGTERM to every running replica now, SIGKILL to what is left after ``grace``."""
+    signal_replicas(job, signal.SIGTERM)
+    kill = threading.Timer(grace, signal_replicas, (job, signal.SIGKILL))
+    kill.daemon = True
+    kill.start()
 
 
 def kill_all(jobs: dict[str, LocalJob]) -> None:
