@@ -1,7 +1,9 @@
 """Translation at the Ray boundary: Fray requests to Ray options, Ray errors to Fray's.
 
 Everything in a :class:`~fray.ResourceConfig` either becomes a Ray option or is rejected with
-an :class:`~fray.errors.InvalidRequestError`; nothing is dropped on the way.
+an :class:`~fray.errors.InvalidRequestError`; nothing is dropped on the way. Which Ray errors
+are preemptions is decided in one place for every Fray layer on Ray,
+:mod:`fray_tpu.ray.errors`; :func:`is_preemption` is that decision.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from fray import EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.errors import InvalidRequestError
+from fray_tpu.ray.errors import is_preemption
 
 __all__ = [
     "HEAD_NODE_RESOURCE",
@@ -186,23 +189,3 @@ def runtime_env(environment: EnvironmentConfig | None, env_vars: dict[str, str])
             "pip_packages instead",
         )
     return env
-
-
-_PREEMPTION_ERRORS = (
-    "ActorDiedError",
-    "ActorUnavailableError",
-    "NodeDiedError",
-    "OwnerDiedError",
-    "WorkerCrashedError",
-    "TaskUnschedulableError",
-    "ObjectLostError",
-    "ObjectReconstructionFailedError",
-    "RaySystemError",
-    "LocalRayletDiedError",
-    "OutOfMemoryError",
-)
-
-
-def is_preemption(exc: BaseException) -> bool:
-    """Whether a Ray error means the attempt was lost to the cluster, not to the user's code."""
-    return any(cls.__name__ in _PREEMPTION_ERRORS for cls in type(exc).__mro__)

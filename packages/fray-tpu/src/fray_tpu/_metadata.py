@@ -14,8 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import urllib.error
-import urllib.request
 
 from fray_tpu import environment_variables as ev
 
@@ -57,6 +55,9 @@ def is_preempted(host: str | None = None, *, timeout: float = 2.0) -> bool:
         ``True`` only when the server answers ``TRUE`` (any case); ``False`` when it says
         otherwise, answers with an error, or cannot be reached.
     """
+    import urllib.error  # here: fray_tpu (and fray-ray, which reads Ray's errors through it)
+    import urllib.request  # stays cheap to import
+
     base = metadata_base_url(host)
     with _lock:
         if base in _unreachable:

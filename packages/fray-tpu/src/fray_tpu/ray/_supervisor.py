@@ -23,7 +23,6 @@ from typing import Any
 
 import cloudpickle
 import ray
-from ray import exceptions as rx
 
 from fray.topology import get_tpu_topology
 from fray_tpu._multislice import multislice_env
@@ -36,26 +35,9 @@ from fray_tpu.ray._gang import (
     claim_gang,
 )
 from fray_tpu.ray._util import rget
+from fray_tpu.ray.errors import read_ray_error
 
 __all__ = ["GangSpec", "supervise"]
-
-# Ray errors that mean a member of the gang (or what owned it) was lost, not that the
-# user's code failed.
-_PREEMPTION_ERRORS: tuple[type[BaseException], ...] = tuple(
-    t
-    for t in (
-        getattr(rx, "NodeDiedError", None),
-        getattr(rx, "OwnerDiedError", None),
-        getattr(rx, "ObjectLostError", None),
-        getattr(rx, "WorkerCrashedError", None),
-        getattr(rx, "RayActorError", None),  # ActorDiedError, ActorUnavailableError
-        getattr(rx, "TaskUnschedulableError", None),
-        getattr(rx, "ActorUnschedulableError", None),
-        getattr(rx, "LocalRayletDiedError", None),
-        getattr(rx, "TaskCancelledError", None),  # not cancelled by us: something killed it
-    )
-    if isinstance(t, type)
-)
 
 
 @dataclass(frozen=True)
@@ -299,22 +281,15 @@ def _preemption_seen(gang: Gang, state: Any, idle: set[int], timeout: float = 10
 def _classify_error(
     exc: BaseException, gang: Gang, state: Any, index: int, idle: set[int]
 ) -> _Outcome:
-    """Preemption when a member was lost or a VM is being preempted; failure when the
-    user's code raised (a user TimeoutError included) on a healthy gang."""
+    """How Ray reads the error (:mod:`fray_tpu.ray.errors`), and then: a failure on a VM
+    that is being preempted is a preemption. A failure of the user's code (a user
+    TimeoutError included) on a healthy gang stays a failure."""
     s_idx, worker, _a, _i = gang.all_hosts()[index]
-    where = f"host {gang.slices[s_idx]}/{worker}: "
-    if isinstance(exc, rx.RayTaskError):
-        cause = exc.cause if isinstance(exc.cause, BaseException) else None
-        user = cause if cause is not None else exc
-        error = _describe(user)
-        if isinstance(cause, _PREEMPTION_ERRORS):
-            return _Outcome("preemption", f"{where}{error}", cause)
-        problem = _preemption_seen(gang, state, idle)
-        if problem is not None:
-            return _Outcome("preemption", f"{where}{error} ({problem})", cause)
-        return _Outcome("failure", f"{where}{error}", cause)
-    if isinstance(exc, rx.RuntimeEnvSetupError):
-        return _Outcome("failure", f"{where}runtime environment setup failed: {exc}", None)
-    if isinstance(exc, _PREEMPTION_ERRORS):
-        return _Outcome("preemption", f"{where}{_describe(exc)}", None)
-    return _Outcome("failure", f"{where}{_describe(exc)}", exc)
+    reading = read_ray_error(exc)
+    error = f"host {gang.slices[s_idx]}/{worker}: {reading.error}"
+    if reading.kind == "preemption":
+        return _Outcome("preemption", error, reading.cause)
+    problem = _preemption_seen(gang, state, idle)
+    if problem is not None:
+        return _Outcome("preemption", f"{error} ({problem})", reading.cause)
+    return _Outcome("failure", error, reading.cause)
