@@ -70,7 +70,7 @@ class ExitCalledError(RuntimeError):
     """
 
     def __init__(self, code: object) -> None:
-        super().__init__(f"the function called sys.exit({code!r})")
+        super().__init__(f"the function called sys.exit: SystemExit({code!r})")
         self.code = code
 
     def __reduce__(self) -> Any:
@@ -255,6 +255,14 @@ class _TpuHostImpl:
                 if exc.code in (None, 0):
                     return None
                 raise ExitCalledError(exc.code) from None
+            except Exception as exc:
+                from fray.backend import portable_error  # only on this path: hosts start lean
+
+                portable = portable_error(exc)
+                if portable is exc:
+                    raise
+                # Ray could not carry it to the supervisor: its type and text travel instead.
+                raise portable from None
 
     # -- preemption watch -------------------------------------------------------------------
 

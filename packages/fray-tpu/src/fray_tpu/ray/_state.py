@@ -2,10 +2,11 @@
 """The job's bookkeeping: one small actor per TPU job, next to the driver.
 
 It holds what must outlive a supervisor run (the supervisor is re-run when its node dies):
-the attempt counters and the two budgets, the first and last problem, the status, the stop
-request, the hosts' preemption reports and the job's output lines. Every decision to retry
-or give up is taken here, so a budget of N retries means N+1 attempts whatever process
-happens to ask.
+the job's :class:`fray.backend.JobRecord` (status, attempts and both budgets), the first
+problem, the stop request, the hosts' preemption reports and the job's output lines. Every
+decision to retry or give up is the record's (``on_failure``/``on_preemption``, with the
+same messages as on every backend), taken here, so a budget of N retries means N+1
+attempts whatever process happens to ask.
 """
 
 from __future__ import annotations
@@ -13,44 +14,41 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import ray
+
+from fray import JobRequest, JobStatus
+from fray.backend import JobRecord
 
 __all__ = ["JobState"]
 
 _MAX_LOG_LINES = 200_000
 
 
+class _StateRecord(JobRecord):
+    """The job's record as its state actor keeps it: Fray's retry notices go to the job's
+    output, and ``reason`` says which budget (or what else) ended it."""
+
+    __slots__ = ("_emit", "reason")
+
+    def __init__(self, job_id: str, request: JobRequest, emit: Callable[[str], None]) -> None:
+        super().__init__(job_id, request)
+        self._emit = emit
+        self.reason: str | None = None  # failure | preemption | scheduling | internal
+
+    def note(self, line: str) -> None:
+        self._emit(line)
+
+
 class _JobStateImpl:
-    def __init__(
-        self,
-        job_id: str,
-        name: str,
-        replicas: int,
-        max_retries_preemption: int,
-        max_retries_failure: int,
-    ) -> None:
+    def __init__(self, job_id: str, request: JobRequest) -> None:
         self._cond = threading.Condition()
-        self.job_id = job_id
-        self.name = name
-        self.replicas = replicas
-        self.max_p = max_retries_preemption
-        self.max_f = max_retries_failure
-        self.status = "pending"
-        self.attempts = 0
-        self.preemptions = 0
-        self.failures = 0
+        self.record = _StateRecord(job_id, request, self._emit)
         self.in_flight = False
         self.supervisor_runs = 0
-        self.stop_requested = False
-        self.error: str | None = None
-        self.reason: str | None = None
-        self.first_error: str | None = None
         self.first_cause: bytes | None = None
-        self.submitted_at = time.time()
-        self.started_at: float | None = None
-        self.finished_at: float | None = None
         self.placement: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self.lines: deque[str] = deque(maxlen=_MAX_LOG_LINES)
@@ -64,38 +62,42 @@ class _JobStateImpl:
         """Called first by every supervisor run; a re-run means the previous one was lost."""
         with self._cond:
             self.supervisor_runs += 1
-            if self.supervisor_runs > 1 and not self._finished():
+            if self.supervisor_runs > 1 and not self.record.ended:
                 # The supervisor (and with it the gang it owned) died with its node.
-                lost = f"attempt {self.attempts}" if self.in_flight else "slice acquisition"
-                self._count("preemption", f"the TPU supervisor's node was lost during {lost}", None)
                 self._emit(f"[fray-tpu] supervisor restarted (run {self.supervisor_runs})")
+                lost = f"attempt {self.record.attempts}" if self.in_flight else "slice acquisition"
+                self._charge("preemption", f"the TPU supervisor's node was lost during {lost}")
             return self._snapshot()
 
     def begin_attempt(self, placement: list[dict[str, Any]]) -> dict[str, Any]:
         """A gang was claimed and is about to launch; returns the snapshot (``go`` or not)."""
         with self._cond:
-            if self._finished() or self.stop_requested:
+            record = self.record
+            if not record.mark_running():  # it has ended, or is being stopped
                 return {**self._snapshot(), "go": False}
-            self.attempts += 1
+            attempt = record.begin_attempt()
             self.in_flight = True
-            self.status = "running"
             self.placement = placement
-            if self.started_at is None:
-                self.started_at = time.time()
-            self.history.append({"attempt": self.attempts, "placement": placement})
+            self.history.append({"attempt": attempt, "placement": placement})
             self._emit(
-                f"[fray-tpu] attempt {self.attempts} on "
+                f"[fray-tpu] attempt {attempt} on "
                 + ", ".join(sorted({p["slice"] for p in placement}))
             )
             self._cond.notify_all()
             return {**self._snapshot(), "go": True}
 
-    def end_attempt(self, kind: str, error: str, cause: bytes | None) -> dict[str, Any]:
-        """Counts a lost attempt against one budget; the snapshot says whether to retry."""
+    def end_attempt(
+        self, kind: str, error: str, cause: bytes | None, code: int | None = None
+    ) -> dict[str, Any]:
+        """Charges a lost attempt to one budget (``kind``: ``"preemption"`` or
+        ``"failure"``); the snapshot says whether to retry. ``cause`` is the user's
+        exception, pickled (kept if it is the first problem)."""
         with self._cond:
-            if not self._finished():
+            if not self.record.ended:
                 self.in_flight = False
-                self._count(kind, error, cause)
+                if self.first_cause is None:
+                    self.first_cause = cause
+                self._charge(kind, error, code)
             self.preempted.clear()  # reports about the ended attempt's gang no longer matter
             self._cond.notify_all()
             return self._snapshot()
@@ -103,27 +105,27 @@ class _JobStateImpl:
     def finish(self, status: str, error: str | None = None, reason: str | None = None) -> None:
         """Records the final status (first call wins)."""
         with self._cond:
-            if self._finished():
+            record = self.record
+            if record.ended:
                 return
             self.in_flight = False
-            self.status = status
             if error is not None:
-                self.error = error
+                record.error = error
             if reason is not None:
-                self.reason = reason
-            self.finished_at = time.time()
+                record.reason = reason
+            record.finish(JobStatus(status))
             self._cond.notify_all()
 
     def stop_is_requested(self) -> bool:
         with self._cond:
-            return self.stop_requested
+            return self.record.stop_requested
 
     def watch(self, gang_token: str) -> dict[str, Any]:
         """What the supervisor checks while a gang runs: the stop request, and which host
         (if any) of gang ``gang_token`` said its VM is being preempted."""
         with self._cond:
             return {
-                "stop_requested": self.stop_requested,
+                "stop_requested": self.record.stop_requested,
                 "preempted": self.preempted.get(gang_token),
             }
 
@@ -140,7 +142,9 @@ class _JobStateImpl:
 
     def request_stop(self) -> None:
         with self._cond:
-            self.stop_requested = True
+            record = self.record
+            with record.lock:  # mark_running() reads it under the record's lock
+                record.stop_requested = True
             self._cond.notify_all()
 
     def snapshot(self) -> dict[str, Any]:
@@ -163,7 +167,7 @@ class _JobStateImpl:
         """Blocks until attempt ``attempt`` started or the job finished (or ``timeout``)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self.attempts < attempt and not self._finished():
+            while self.record.attempts < attempt and not self.record.ended:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -179,17 +183,18 @@ class _JobStateImpl:
             self._cond.notify_all()
 
     def read_logs(self, start: int, wait_s: float) -> tuple[list[str], int, bool]:
-        """Lines from absolute index ``start``; waits up to ``wait_s`` for new ones."""
+        """Lines from absolute index ``start`` and the index after them; waits up to
+        ``wait_s`` for new ones. The flag says whether the job has ended."""
         deadline = time.monotonic() + wait_s
         with self._cond:
-            while self.dropped + len(self.lines) <= start and not self._finished():
+            while self.dropped + len(self.lines) <= start and not self.record.ended:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)
             first = max(start - self.dropped, 0)
             batch = list(self.lines)[first:]
-            return batch, self.dropped + len(self.lines), self._finished()
+            return batch, self.dropped + len(self.lines), self.record.ended
 
     # -- internals -------------------------------------------------------------------------
 
@@ -198,62 +203,34 @@ class _JobStateImpl:
             self.dropped += 1
         self.lines.append(line)
 
-    def _finished(self) -> bool:
-        return self.status in ("succeeded", "failed", "stopped")
-
-    def _count(self, kind: str, error: str, cause: bytes | None) -> None:
-        if self.first_error is None:
-            self.first_error = error
-            self.first_cause = cause
-        self.error = error
+    def _charge(self, kind: str, error: str, code: int | None = None) -> None:
+        """The record decides: another attempt, or the end of the job (its error says why)."""
+        record = self.record
         if kind == "preemption":
-            self.preemptions += 1
-            over = self.preemptions > self.max_p
+            retry = record.on_preemption(error, code)
         else:
-            self.failures += 1
-            over = self.failures > self.max_f
-        self._emit(f"[fray-tpu] attempt {self.attempts}: {kind}: {error}")
-        if not over:
-            return
-        self.status = "failed"
-        self.reason = kind
-        self.finished_at = time.time()
-        counts = (
-            f"{self.attempts} attempt(s): {self.preemptions} preemption(s), "
-            f"{self.failures} failure(s)"
-        )
-        if kind == "preemption":
-            head = (
-                f"preempted {self.preemptions} time(s), more than max_retries_preemption="
-                f"{self.max_p}"
-            )
-        elif self.max_f == 0:
-            head = "failed (max_retries_failure=0)"
-        else:
-            head = f"failed {self.failures} time(s), more than max_retries_failure={self.max_f}"
-        message = f"{head} ({counts}); first problem: {self.first_error}"
-        if error != self.first_error:
-            message += f"; last: {error}"
-        self.error = message
-        self._emit(f"[fray-tpu] giving up: {message}")
+            retry = record.on_failure(None, error, code)  # the cause stays pickled here
+        if not retry:
+            record.reason = kind
+            record.finish(JobStatus.FAILED)
+            self._emit(f"[fray-tpu] giving up: {record.error}")
 
     def _snapshot(self) -> dict[str, Any]:
+        record = self.record
         return {
-            "job_id": self.job_id,
-            "name": self.name,
-            "status": self.status,
-            "attempts": self.attempts,
-            "preemptions": self.preemptions,
-            "failures": self.failures,
-            "error": self.error,
-            "reason": self.reason,
+            "job_id": record.job_id,
+            "status": record.status.value,
+            "attempts": record.attempts,
+            "preemptions": record.preemptions,
+            "failures": record.failures,
+            "error": record.error,
+            "exit_code": record.exit_code,
+            "reason": record.reason,
             "in_flight": self.in_flight,
-            "stop_requested": self.stop_requested,
+            "stop_requested": record.stop_requested,
             "supervisor_runs": self.supervisor_runs,
-            "replicas": self.replicas,
-            "submitted_at": self.submitted_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
+            "started_at": record.started_at,
+            "finished_at": record.finished_at,
             "placement": list(self.placement),
             "history": list(self.history),
         }

@@ -34,6 +34,7 @@ from fray_tpu.ray._gang import (
     HostSetupError,
     claim_gang,
 )
+from fray_tpu.ray._host import CommandFailedError, ExitCalledError
 from fray_tpu.ray._util import rget
 from fray_tpu.ray.errors import read_ray_error
 
@@ -68,6 +69,7 @@ class _Outcome:
     error: str = ""
     cause: BaseException | None = None
     results: list[Any] | None = None
+    code: int | None = None  # a command's exit code, or the code the callable exited with
 
 
 def _dump(exc: BaseException | None) -> bytes | None:
@@ -186,7 +188,9 @@ def supervise(spec: GangSpec, state: Any) -> dict[str, Any]:
             if outcome.kind == "stopped":
                 break
             snapshot = rget(
-                state.end_attempt.remote(outcome.kind, outcome.error, _dump(outcome.cause))
+                state.end_attempt.remote(
+                    outcome.kind, outcome.error, _dump(outcome.cause), outcome.code
+                )
             )
     except Exception as exc:
         # A bug here must not leave the job hanging.
@@ -292,4 +296,6 @@ def _classify_error(
     problem = _preemption_seen(gang, state, idle)
     if problem is not None:
         return _Outcome("preemption", f"{error} ({problem})", reading.cause)
-    return _Outcome("failure", error, reading.cause)
+    cause = reading.cause
+    code = cause.code if isinstance(cause, CommandFailedError | ExitCalledError) else None
+    return _Outcome("failure", error, cause, code=code if isinstance(code, int) else None)
