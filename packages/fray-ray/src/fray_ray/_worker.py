@@ -17,15 +17,13 @@ streaming once it holds a line.
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from fray.backend import bind_client, restore_output, route_output, unbind_client
+from fray.backend import bind_client, call_outcome, restore_output, route_output, unbind_client
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 
 __all__ = ["Outcome", "bound", "current_job", "execute", "job_token", "outcome_of"]
@@ -127,14 +125,6 @@ def _flush_loop() -> None:
                 output.sent += len(lines)
             except Exception:  # the driver went away: nothing to stream to
                 registries.pop(key, None)
-
-
-def _picklable(exc: BaseException) -> BaseException:
-    try:
-        pickle.loads(pickle.dumps(exc))
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc} (the exception could not be pickled)")
-    return exc
 
 
 def job_token(task_id: bytes, salt: int) -> str:
@@ -378,23 +368,19 @@ def _run(
     client_token = bind_client(client)
     output = _Output(job_id, namespace, registry)
     routed = route_output(output, echo)
-    result: Any = None
-    failure: Outcome | None = None
     try:
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            text = traceback.format_exc()
-            print(text, end="", file=sys.stderr)
-            failure = Outcome("error", _picklable(exc), traceback=text)
+        outcome = call_outcome(fn, args, kwargs)
+        if outcome[0] != "ok":
+            print(outcome[2], end="", file=sys.stderr)  # the traceback, into the job's output
     finally:
         restore_output(routed)
         client.end_children_of(job_id)
         unbind_client(client_token)
         environ.restore(undo)
         output.close()
-    if failure is not None:
-        return failure._replace(lines=output.lines)
+    if outcome[0] != "ok":
+        return Outcome("error", outcome[1], output.lines, outcome[2])
+    result = outcome[1]
     if output.lines or type(result) is Outcome:  # a user value that is an Outcome stays one
         return Outcome("ok", result, output.lines)
     return result
