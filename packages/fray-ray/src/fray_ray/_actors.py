@@ -11,19 +11,31 @@ use, so a handle pickled into a job or another actor works there.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fray import ActorContext, JobStatus
-from fray.backend import bind_actor, bind_client, unbind_actor, unbind_client
-from fray.errors import ActorDiedError, ActorError, InvalidRequestError, JobTimeoutError
+from fray.backend import (
+    ActorMember,
+    BaseActorGroup,
+    bind_actor,
+    bind_client,
+    unbind_actor,
+    unbind_client,
+)
+from fray.errors import ActorDiedError, ActorError, JobTimeoutError
 
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
 
-__all__ = ["ActorHost", "RayActorFuture", "RayActorGroup", "RayActorHandle", "RayActorMethod"]
+__all__ = [
+    "ActorHost",
+    "RayActorFuture",
+    "RayActorGroup",
+    "RayActorHandle",
+    "RayActorMethod",
+    "RayMember",
+]
 
 
 class ActorHost:
@@ -235,38 +247,37 @@ class RayActorHandle:
         return f"RayActorHandle({self._name!r}, namespace={self._namespace!r})"
 
 
-class _Member:
-    def __init__(self, handle: RayActorHandle, ready_ref: Any) -> None:
-        self.handle = handle
+class RayMember(ActorMember):
+    """One actor of a group: its handle and the ref of its ready call (answered once its
+    ``__init__`` has run)."""
+
+    def __init__(self, index: int, handle: RayActorHandle, ready_ref: Any) -> None:
+        super().__init__(index, handle.name, handle)
         self.ready_ref = ready_ref
-        self.status = JobStatus.PENDING
-        self.error: BaseException | None = None
 
 
-class RayActorGroup:
-    """``count`` actors of one class on Ray."""
+class RayActorGroup(BaseActorGroup):
+    """``count`` actors of one class on Ray. A member is ready once its ready call has
+    answered, which the group learns by asking Ray."""
 
-    def __init__(self, client: RayClient, name: str, members: list[_Member]) -> None:
+    polls = True
+
+    def __init__(self, client: RayClient, name: str, members: list[RayMember]) -> None:
+        super().__init__(name, members)
         self._client = client
-        self._name = name
-        self._members = members
-        self._lock = threading.Lock()
-        self._discovered: set[int] = set()
-        self._stopped = False
+        self._ray_members = members
 
-    def __len__(self) -> int:
-        return len(self._members)
-
-    def _refresh(self, timeout: float = 0) -> None:
+    def _refresh(self, timeout: float) -> None:
         """Moves members whose constructor has finished to RUNNING or FAILED."""
         import ray
 
-        with self._lock:
-            pending = [m for m in self._members if m.status is JobStatus.PENDING]
+        pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
         if not pending:
             return
         refs = [m.ready_ref for m in pending]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        if not ready:
+            return
         ready_set = set(ready)
         for member in pending:
             if member.ready_ref not in ready_set:
@@ -274,97 +285,13 @@ class RayActorGroup:
             try:
                 ray.get(member.ready_ref)
             except Exception as exc:
-                error = _translate_call_error(exc, member.handle.name)
-                with self._lock:
-                    if member.status is JobStatus.PENDING:
-                        member.status, member.error = JobStatus.FAILED, error
-                self._client.kill_actors([member.handle], wait=False)  # no restarts, no leftovers
+                error = _translate_call_error(exc, member.name)
+                if member.set_status(JobStatus.FAILED, error):
+                    self._client.kill_actors([member.handle], wait=False)  # no leftovers
             else:
-                with self._lock:
-                    if member.status is JobStatus.PENDING:
-                        member.status = JobStatus.RUNNING
+                member.set_status(JobStatus.RUNNING)
 
-    @property
-    def ready_count(self) -> int:
-        """Actors ready to take calls now."""
-        self._refresh()
-        return sum(m.status is JobStatus.RUNNING for m in self._members)
-
-    def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
-        """Blocks until ``count`` actors (all when ``None``) are ready; returns their handles."""
-        want = len(self._members) if count is None else count
-        if (
-            isinstance(want, bool)
-            or not isinstance(want, int)
-            or not 0 <= want <= len(self._members)
-        ):
-            raise InvalidRequestError.for_field(
-                "count", count, f"an integer from 0 to the group size ({len(self._members)})"
-            )
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self._refresh(timeout=0 if left == 0 else min(left if left is not None else 0.25, 0.25))
-            running = [i for i, m in enumerate(self._members) if m.status is JobStatus.RUNNING][
-                :want
-            ]
-            if len(running) >= want:
-                with self._lock:
-                    self._discovered.update(running)
-                return [self._members[i].handle for i in running]
-            failed = [m for m in self._members if m.status in (JobStatus.FAILED, JobStatus.STOPPED)]
-            if len(self._members) - len(failed) < want:
-                first = next((m for m in failed if m.error is not None), None)
-                message = (
-                    f"actor group {self._name}: only {len(self._members) - len(failed)} of "
-                    f"{len(self._members)} actors can start, {want} were asked for"
-                )
-                if first is not None:
-                    message += f"; {first.handle.name}: {type(first.error).__name__}: {first.error}"
-                cause = first.error if first is not None else None
-                if isinstance(cause, ActorError) and cause.__cause__ is not None:
-                    cause = cause.__cause__
-                raise ActorError(message) from cause
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeoutError(
-                    f"actor group {self._name}: {len(running)} of {want} actors ready after "
-                    f"{timeout}s"
-                )
-
-    def discover_new(self) -> list[Any]:
-        """Handles of ready actors not returned by an earlier call."""
-        self._refresh()
-        with self._lock:
-            fresh = [
-                i
-                for i, m in enumerate(self._members)
-                if m.status is JobStatus.RUNNING and i not in self._discovered
-            ]
-            self._discovered.update(fresh)
-        return [self._members[i].handle for i in fresh]
-
-    def statuses(self) -> list[JobStatus]:
-        """One status per actor: PENDING, RUNNING, FAILED or STOPPED."""
-        self._refresh()
-        return [m.status for m in self._members]
-
-    def is_done(self) -> bool:
-        """Whether every actor of the group has permanently stopped."""
-        return all(s in (JobStatus.FAILED, JobStatus.STOPPED) for s in self.statuses())
-
-    def shutdown(self) -> None:
-        """Kills every actor of the group and waits until their names are free."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            members = list(self._members)
+    def _stop(self, members: list[ActorMember]) -> None:
+        """Kills the actors and waits until their names are free."""
         self._client.kill_actors([m.handle for m in members])
-        with self._lock:
-            for member in members:
-                if member.status is not JobStatus.FAILED:
-                    member.status = JobStatus.STOPPED
         self._client.forget_group(self)
-
-    def __repr__(self) -> str:
-        return f"RayActorGroup({self._name!r}, {len(self._members)} actors)"

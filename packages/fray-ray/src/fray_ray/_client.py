@@ -32,7 +32,7 @@ from fray.errors import (
     InvalidRequestError,
     JobNotFoundError,
 )
-from fray_ray._actors import RayActorGroup, RayActorHandle, _Member, host_class
+from fray_ray._actors import RayActorGroup, RayActorHandle, RayMember, host_class
 from fray_ray._convert import (
     HEAD_NODE_RESOURCE,
     actor_options,
@@ -722,7 +722,7 @@ class RayClient:
             max_task_retries=config.max_task_retries or 0,
         )
         host = self._parts.host(actor_class)
-        members: list[_Member] = []
+        members: list[RayMember] = []
         created: list[RayActorHandle] = []
         try:
             for index in range(count):
@@ -745,7 +745,7 @@ class RayClient:
                     ) from exc
                 handle = RayActorHandle(actor_name, self.namespace, actor)
                 created.append(handle)
-                members.append(_Member(handle, actor.fray_ready.remote()))
+                members.append(RayMember(index, handle, actor.fray_ready.remote()))
         except BaseException:
             self.kill_actors(created)
             raise
