@@ -245,7 +245,7 @@ def deadline_wait(predicate: Callable[[], bool], timeout: float = 120.0) -> None
         delay = min(delay * 2, 0.2)
 
 
-# -- how a job's end is noticed (RayClient._start_bound, CallableJob.drive, Watcher) ---------
+# -- how a job's end is noticed (Launcher._start_bound, CallableJob.block, Watcher) ---------
 
 
 def own_job_id() -> str | None:
@@ -279,20 +279,34 @@ def test_a_resubmitted_request_runs_under_the_id_its_handle_reports(client: RayC
     assert len(set(ids)) == 4
     assert all(job_id.startswith("whoami-") for job_id in ids)
     assert {info.job_id for info in client.list_jobs()} >= set(ids)
-    assert client._prepared(request).bound_remotes  # pyright: ignore[reportPrivateUsage]
+    assert client._launcher.prepared(request).bound_remotes  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_request_changed_after_it_ran_runs_as_changed(client: RayClient) -> None:
+    # Requests can be changed after they are made; a resubmitted one is prepared again, so
+    # its id (a '/' in the name is escaped there) and its function's agree.
+    request = JobRequest(name="before", entrypoint=Entrypoint.from_callable(own_job_id))
+    for _ in range(2):  # the second runs as an exported function
+        handle = client.submit(request)
+        assert handle.result(timeout=120) == handle.job_id
+    request.name = "after/step"
+    for _ in range(2):
+        handle = client.submit(request)
+        assert handle.job_id.startswith("after%2Fstep-")
+        assert handle.result(timeout=120) == handle.job_id
 
 
 def test_an_id_clash_on_the_bound_path_falls_back_to_a_fresh_id(
     client: RayClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import fray_ray._client as client_module
+    import fray_ray._submit as submit_module
 
     request = JobRequest(name="clash", entrypoint=Entrypoint.from_callable(own_job_id))
     first = client.submit(request)  # the payload path: a random id
     assert first.result(timeout=120) == first.job_id
     # Every bound submission now computes the id of the first job in the driver.
     token = first.job_id.rsplit("-", 1)[1]
-    monkeypatch.setattr(client_module, "job_token", lambda _task, _salt: token)
+    monkeypatch.setattr(submit_module, "job_token", lambda _task, _salt: token)
     second = client.submit(request)
     assert second.job_id != first.job_id
     assert second.result(timeout=120) == second.job_id
@@ -306,7 +320,7 @@ def test_a_job_nobody_waits_for_is_still_retried_and_finished(
     marker = tmp_path / "attempts"
     handle = client.submit(fails_once(marker))
     job = handle._job  # pyright: ignore[reportPrivateUsage]
-    assert job.done_event().wait(120), "the job never finished without a waiter"
+    assert job.wait_done(120), "the job never finished without a waiter"
     assert marker.read_text() == "xx"
     assert job.status is JobStatus.SUCCEEDED
     assert job.value == "second attempt"
@@ -352,16 +366,17 @@ def test_the_job_wrapper_returns_bare_values_and_outcomes_and_restores_the_env(
 ) -> None:
     # The wrapper as a worker runs it, called here in the test process: what it returns for
     # each kind of end, and the process environment before and after.
+    from fray_ray._client import job_client
     from fray_ray._worker import Outcome, _run, outcome_of
 
     monkeypatch.setenv("JAX_PLATFORMS", "tpu")  # the worker's own value comes back after
     monkeypatch.delenv("FRAY_JOB_ID", raising=False)
     before = dict(os.environ)
-    registry = client.registry_name
+    where = (client.namespace, client._book.registry_name)  # pyright: ignore[reportPrivateUsage]
 
     def run(fn: Callable[..., object], *args: object) -> object:
         env = (("JAX_PLATFORMS", "cpu"),)
-        return _run(fn, args, {}, "wrap-1", 0, 1, client.namespace, registry, False, env)
+        return _run(job_client, fn, args, {}, "wrap-1", 0, 1, *where, False, env)
 
     seen = run(identity_and_device_env)
     assert seen == {
@@ -387,7 +402,7 @@ def test_the_job_wrapper_returns_bare_values_and_outcomes_and_restores_the_env(
 def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClient) -> None:
     # A Ray that has just started answers submissions with a 500 until its dashboard agent
     # is up; the submission is tried again instead of failing the job.
-    real = client.jobs_api()
+    real = client._book.jobs_api()  # pyright: ignore[reportPrivateUsage]
     refusals = []
 
     class AgentNotUpYet:
@@ -403,7 +418,7 @@ def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClien
                 )
             return real.submit_job(**kwargs)
 
-    client._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
+    client._book._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
     job = client.submit(
         JobRequest(
             name="agent-late",

@@ -154,7 +154,7 @@ def test_history_keeps_unfinished_jobs_and_the_last_finished(
         held = client.submit(request(print_then_wait, str(go), name="held"))
         # A running job streams its output to the registry while it runs.
         deadline = time.monotonic() + 60
-        while client.registry_logs(held.job_id) != ["streamed"]:
+        while client._book.registry.logs(held.job_id) != ["streamed"]:  # pyright: ignore[reportPrivateUsage]
             assert time.monotonic() < deadline, "the held job's output never streamed"
             time.sleep(0.05)  # bounded poll of another process's progress
         done = []
@@ -186,7 +186,7 @@ def test_history_keeps_unfinished_jobs_and_the_last_finished(
         assert list(held.logs()) == ["streamed"]
         # Its streamed copy in the registry is dropped once the job ended.
         deadline = time.monotonic() + 60
-        while client.registry_logs(held.job_id):
+        while client._book.registry.logs(held.job_id):  # pyright: ignore[reportPrivateUsage]
             assert time.monotonic() < deadline, "the registry kept an ended job's output"
             time.sleep(0.05)  # the drop is sent without waiting for it
     finally:

@@ -1,4 +1,4 @@
-"""The deferred watch (``fray_ray._jobs.Watcher``) on its own: no Ray needed, the jobs are
+"""The deferred watch (``fray_ray._watcher.Watcher``) on its own: no Ray needed, the jobs are
 stand-ins that record what the watcher asks of them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fray_ray._jobs import Watcher
+from fray_ray._watcher import Watcher
 
 DELAY = 0.05
 WAIT = 10.0  # generous: the machine may be busy; every wait below ends on an event

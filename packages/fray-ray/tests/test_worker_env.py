@@ -1,5 +1,5 @@
 """How the job wrapper sets and restores environment variables in a worker process
-(``fray_ray._worker._Environment``), on its own: no Ray needed. What matters is that the C
+(``fray_ray._environ._Environment``), on its own: no Ray needed. What matters is that the C
 environment (what subprocesses inherit) and ``os.environ`` always agree, and that setting a
 new value every job does not keep the old ones."""
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fray_ray._worker import _Environment
+from fray_ray._environ import _Environment
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the C environment path is POSIX")
 

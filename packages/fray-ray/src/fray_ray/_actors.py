@@ -1,9 +1,8 @@
-"""Actors on Ray: a host actor wraps the user's instance; handles pickle by name.
+"""Actors on Ray, as callers see them: handles that pickle by name, futures, and groups.
 
-The host sets ``fray.current_actor()`` around ``__init__`` and every call, and binds
-``fray.current_client()`` to the actor's client, so an actor can create jobs and call other
-actors. Handles carry only the actor's name and namespace and look the actor up on first
-use, so a handle pickled into a job or another actor works there.
+Handles carry only the actor's name and namespace and look the actor up on first use, so a
+handle pickled into a job or another actor works there. The actor side (the host around the
+user's instance) is ``fray_ray._host``.
 """
 
 # pyright: standard
@@ -11,110 +10,25 @@ use, so a handle pickled into a job or another actor works there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from fray import ActorContext, JobStatus
-from fray.backend import (
-    ActorMember,
-    BaseActorGroup,
-    bind_actor,
-    bind_client,
-    unbind_actor,
-    unbind_client,
-)
+from fray import JobStatus
+from fray.backend import ActorMember, BaseActorGroup
 from fray.errors import ActorDiedError, ActorError, JobTimeoutError
 
-if TYPE_CHECKING:
-    from fray_ray._client import RayClient
-
 __all__ = [
-    "ActorHost",
     "RayActorFuture",
     "RayActorGroup",
     "RayActorHandle",
     "RayActorMethod",
     "RayMember",
+    "kill_actors",
 ]
 
-
-class ActorHost:
-    """The Ray actor class behind every Fray actor (made remote by the client)."""
-
-    def __init__(
-        self,
-        cls: type[Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        name: str,
-        namespace: str,
-        index: int,
-        group: str,
-        registry: str,
-    ) -> None:
-        from fray_ray._client import RayClient
-
-        self._client = RayClient.for_job(namespace, registry)
-        self._context = ActorContext(RayActorHandle(name, namespace), index, group)
-        bind_client(self._client)
-        self._init_error: BaseException | None = None
-        token = bind_actor(self._context)
-        try:
-            self._instance = cls(*args, **kwargs)
-        except BaseException as exc:  # reported by fray_ready, with its own type
-            self._init_error = exc
-        finally:
-            unbind_actor(token)
-
-    def fray_ready(self) -> bool:
-        if self._init_error is not None:
-            raise self._init_error
-        return True
-
-
-_RESERVED = frozenset(("fray_ready",))
-
-
-def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Runs the user's ``method`` with the actor's context set."""
-    if host._init_error is not None:
-        raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
-    token = bind_actor(host._context)
-    client_token = bind_client(host._client)
-    try:
-        return getattr(host._instance, method)(*args, **kwargs)
-    except SystemExit:
-        # The actor ends for good, as on every backend: an intentional exit, which Ray
-        # does not restart (a plain SystemExit would be restarted when max_restarts != 0).
-        from ray.actor import exit_actor
-
-        exit_actor()
-        raise
-    finally:
-        unbind_client(client_token)
-        unbind_actor(token)
-
-
-def _forward(method: str) -> Any:
-    """An actor method calling the user's ``method``. The generated class is pickled by
-    value, so this closure refers only to ``_invoke`` (pickled by reference) and a name."""
-
-    def call(self: ActorHost, *args: Any, **kwargs: Any) -> Any:
-        return _invoke(self, method, args, kwargs)
-
-    call.__name__ = call.__qualname__ = method
-    return call
-
-
-def host_class(cls: type[Any]) -> type[ActorHost]:
-    """An :class:`ActorHost` subclass with one forwarding method per public method of
-    ``cls``, so a call is a plain Ray actor call (same cost as calling a Ray actor)."""
-    methods = {
-        name: _forward(name)
-        for name in dir(cls)
-        if not name.startswith("_") and name not in _RESERVED and callable(getattr(cls, name))
-    }
-    return type(f"Fray{cls.__name__}", (ActorHost,), methods)
+logger = logging.getLogger("fray.ray")
 
 
 def _translate_call_error(exc: BaseException, name: str) -> BaseException:
@@ -247,6 +161,32 @@ class RayActorHandle:
         return f"RayActorHandle({self._name!r}, namespace={self._namespace!r})"
 
 
+def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None:
+    """Kills actors for good and, with ``wait``, returns once their names are free."""
+    import ray
+
+    for handle in handles:
+        actor = handle._actor
+        if actor is None:
+            continue
+        try:
+            ray.kill(actor, no_restart=True)
+        except Exception as exc:
+            logger.debug("kill of actor %s: %s", handle.name, exc)
+    if not wait:
+        return
+    deadline = time.monotonic() + 30
+    for handle in handles:
+        delay = 0.01
+        while time.monotonic() < deadline:
+            try:
+                ray.get_actor(handle.name, namespace=handle._namespace)
+            except ValueError:
+                break
+            time.sleep(delay)  # the GCS frees the name asynchronously after the kill
+            delay = min(delay * 2, 0.2)
+
+
 class RayMember(ActorMember):
     """One actor of a group: its handle and the ref of its ready call (answered once its
     ``__init__`` has run)."""
@@ -262,10 +202,15 @@ class RayActorGroup(BaseActorGroup):
 
     polls = True
 
-    def __init__(self, client: RayClient, name: str, members: list[RayMember]) -> None:
+    def __init__(
+        self,
+        name: str,
+        members: list[RayMember],
+        on_shutdown: Callable[[RayActorGroup], None] | None = None,
+    ) -> None:
         super().__init__(name, members)
-        self._client = client
         self._ray_members = members
+        self._on_shutdown = on_shutdown
 
     def _refresh(self, timeout: float) -> None:
         """Moves members whose constructor has finished to RUNNING or FAILED."""
@@ -287,11 +232,12 @@ class RayActorGroup(BaseActorGroup):
             except Exception as exc:
                 error = _translate_call_error(exc, member.name)
                 if member.set_status(JobStatus.FAILED, error):
-                    self._client.kill_actors([member.handle], wait=False)  # no leftovers
+                    kill_actors([member.handle], wait=False)  # no restarts, no leftovers
             else:
                 member.set_status(JobStatus.RUNNING)
 
     def _stop(self, members: list[ActorMember]) -> None:
         """Kills the actors and waits until their names are free."""
-        self._client.kill_actors([m.handle for m in members])
-        self._client.forget_group(self)
+        kill_actors([m.handle for m in members])
+        if self._on_shutdown is not None:
+            self._on_shutdown(self)

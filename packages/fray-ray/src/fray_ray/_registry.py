@@ -1,4 +1,4 @@
-"""The job registry: one small Ray actor per :class:`~fray_ray.RayClient`.
+"""The job registry: one small Ray actor per driver process, and a client's link to it.
 
 Jobs submitted by the driver are tracked in the driver; the registry is where the rest of
 the job tree meets. Jobs submitted from inside a job (by a worker's client) record
@@ -13,13 +13,21 @@ sees lines while the job runs. Trivial jobs never touch it.
 from __future__ import annotations
 
 import collections
+import logging
+import os
+import secrets
 import threading
 import time
 from typing import Any
 
-from fray.backend import DEFAULT_JOB_HISTORY
+from fray.backend import DEFAULT_JOB_HISTORY, job_history_limit
+from fray_ray._convert import HEAD_NODE_RESOURCE
 
-__all__ = ["JobRegistry"]
+__all__ = ["REGISTRY_NAMESPACE", "JobRegistry", "RegistryLink", "driver_registry"]
+
+logger = logging.getLogger("fray.ray")
+
+REGISTRY_NAMESPACE = "fray-internal"
 
 _MAX_LINES = 100_000  # per job; older lines are dropped first
 _FINISHED = ("succeeded", "failed", "stopped")
@@ -154,3 +162,102 @@ class JobRegistry:
     def stop_requested(self, job_id: str) -> bool:
         with self._lock:
             return job_id in self._stops
+
+
+# ---------------------------------------------------------------------------------------------
+# The client side
+
+
+_registries: dict[tuple[str, str], tuple[str, Any]] = {}
+_registries_lock = threading.Lock()
+
+
+def driver_registry() -> tuple[str, Any]:
+    """The name and actor of this driver process's job registry in the connected Ray
+    session: one actor, shared by every RayClient of the process, created on first use,
+    gone with the driver."""
+    import ray
+
+    context = ray.get_runtime_context()
+    key = (str(context.gcs_address), str(context.get_job_id()))
+    with _registries_lock:
+        found = _registries.get(key)
+        if found is None:
+            name = f"fray-registry-{os.getpid()}-{secrets.token_hex(3)}"
+            options: dict[str, Any] = {
+                "name": name,
+                "namespace": REGISTRY_NAMESPACE,
+                "num_cpus": 0,
+                "max_concurrency": 1,
+                "max_restarts": -1,  # a lost registry comes back (empty) instead of failing
+                "max_task_retries": -1,
+            }
+            if HEAD_NODE_RESOURCE in ray.cluster_resources():  # off preemptible nodes
+                options["resources"] = {HEAD_NODE_RESOURCE: 0.001}
+            actor = ray.remote(JobRegistry).options(**options).remote(job_history_limit())
+            found = _registries[key] = (name, actor)
+        return found
+
+
+def forget_registries() -> None:
+    """Forgets every registry this process made (its Ray is about to stop)."""
+    with _registries_lock:
+        _registries.clear()
+
+
+class RegistryLink:
+    """A client's calls to the job registry. The registry is a shared view of the job tree,
+    not the source of truth for the jobs a client runs: a call that fails is logged and
+    answers nothing, so losing the registry never fails a job or a ``terminate()``.
+
+    Args:
+        name: The registry actor's name (in ``REGISTRY_NAMESPACE``).
+        actor: Its handle, if at hand; otherwise looked up on first use.
+        quiet: Log failures at debug level (a client inside a job: its driver may be gone).
+    """
+
+    __slots__ = ("_actor", "name", "quiet")
+
+    def __init__(self, name: str, actor: Any = None, *, quiet: bool = False) -> None:
+        self.name = name
+        self._actor = actor
+        self.quiet = quiet
+
+    def call(self, method: str, *args: Any, wait: bool = True) -> Any:
+        """Calls ``method`` on the registry; its answer with ``wait`` (``None`` on failure)."""
+        import ray
+
+        try:
+            actor = self._actor
+            if actor is None:
+                actor = self._actor = ray.get_actor(self.name, namespace=REGISTRY_NAMESPACE)
+            ref = getattr(actor, method).remote(*args)
+            return ray.get(ref, timeout=60) if wait else None
+        except Exception as exc:
+            log = logger.debug if self.quiet else logger.warning
+            log("job registry %s unreachable: %s", self.name, str(exc).splitlines()[0])
+            return None
+
+    def get(self, job_id: str) -> dict[str, Any] | None:
+        """A job's record (JobInfo fields and its children), if the registry has it."""
+        return self.call("get", job_id)
+
+    def logs(self, job_id: str) -> list[str]:
+        """A job's output as recorded or streamed so far."""
+        return self.call("logs", job_id) or []
+
+    def result(self, job_id: str) -> tuple[bool, Any]:
+        """``(True, value)`` once a job's return value is recorded, else ``(False, None)``."""
+        return self.call("result", job_id) or (False, None)
+
+    def children(self, job_id: str) -> list[str]:
+        """The jobs submitted from ``job_id``."""
+        return self.call("children", job_id) or []
+
+    def descendants(self, job_id: str) -> list[str]:
+        """Every job below ``job_id``, deepest first."""
+        return self.call("descendants", job_id) or []
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record the registry keeps."""
+        return self.call("list") or []

@@ -16,23 +16,30 @@ streaming once it holds a line.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from fray.backend import bind_client, call_outcome, restore_output, route_output, unbind_client
+from fray.backend import (
+    bind_client,
+    call_outcome,
+    job_id_part,
+    restore_output,
+    route_output,
+    unbind_client,
+)
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
+from fray_ray._environ import job_env
+from fray_ray._registry import REGISTRY_NAMESPACE
 
-__all__ = ["Outcome", "bound", "current_job", "execute", "job_token", "outcome_of"]
+__all__ = ["ClientFor", "Outcome", "bound", "job_token", "outcome_of", "runner"]
 
-
-def current_job() -> str | None:
-    """The id of the job this code runs in (``None`` in a driver): the wrapper sets
-    ``FRAY_JOB_ID`` in the worker process for the duration of the job."""
-    return _env.get(FRAY_JOB_ID)
+# What the wrapper binds as ``fray.current_client()`` inside a job: the client for a
+# (namespace, registry name), one per worker process (``fray_ray._client.job_client``, handed
+# in by the client, so that this module needs nothing above it).
+ClientFor = Callable[[str, str], Any]
 
 
 class Outcome(NamedTuple):
@@ -106,8 +113,6 @@ def _stream(output: _Output) -> None:
 def _flush_loop() -> None:
     import ray
 
-    from fray_ray._client import REGISTRY_NAMESPACE
-
     registries: dict[tuple[str, str], Any] = {}
     while True:
         time.sleep(_FLUSH_INTERVAL)  # the streaming cadence, not synchronisation
@@ -148,6 +153,7 @@ def _task_id() -> bytes:
 
 
 def bound(
+    client_for: ClientFor,
     pickled: bytes,
     name: str,
     parent: str | None,
@@ -161,7 +167,8 @@ def bound(
     Like a Ray remote function, the entrypoint's callable is loaded once per worker
     process; its arguments, if any, are loaded afresh for every run."""
     namespace, registry, echo, env = context
-    prefix = f"{parent}/{name}-" if parent else f"{name}-"
+    part = job_id_part(name)
+    prefix = f"{parent}/{part}-" if parent else f"{part}-"
     loaded: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
 
     def run() -> Any:
@@ -175,178 +182,34 @@ def bound(
 
             fn, args, kwargs = cloudpickle.loads(pickled)
         job_id = prefix + job_token(_task_id(), salt)
-        return _run(fn, args, kwargs, job_id, 0, 1, namespace, registry, echo, env)
+        return _run(client_for, fn, args, kwargs, job_id, 0, 1, namespace, registry, echo, env)
 
     return run
 
 
-def execute(payload: tuple[bytes, tuple[Any, ...]]) -> Any:
-    """Runs one replica; returns its value, or an :class:`Outcome` where it printed or
-    failed.
+def runner(client_for: ClientFor) -> Callable[[tuple[bytes, tuple[Any, ...]]], Any]:
+    """The task function of a callable job's replica (made a Ray remote function once per
+    session by the client).
 
-    The payload is ``(cloudpickle.dumps((fn, args, kwargs)), (job_id, index, count,
-    namespace, registry, echo, env))``: bytes and plain values only, pickled once per job by
-    the client. Ray serialises such an argument several times faster than a function and a
-    dataclass.
-    """
-    import cloudpickle
-
-    pickled, fields = payload
-    fn, args, kwargs = cloudpickle.loads(pickled)
-    return _run(fn, args, kwargs, *fields)
-
-
-class _Environment:
-    """Sets and restores variables of this process's environment, for the C library (what
-    subprocesses inherit) and ``os.environ`` alike: a job sets its identity and device
-    variables with :meth:`swap` and puts back what was there with :meth:`restore`.
-
-    Where ``os.environ`` keeps its variables as a dict of encoded bytes (CPython on POSIX:
-    ``os.environ._data``), they are read and written there directly (names encoded once,
-    old values kept as bytes) and in the C library with ``os.putenv``/``os.unsetenv``:
-    ``os.environ``'s own layers of Python cost a Ray worker more than the variables do.
-    Elsewhere ``os.environ`` does it.
-
-    ``fresh`` names variables that get a new value every job (the job id). glibc's
-    ``setenv`` (behind ``os.putenv``) keeps a copy of every value it was ever given, in a
-    search tree it walks on every call, so a new value per job grew a worker by ~80 bytes
-    per job and made every later call slower (measured: 200,000 jobs, +15 MiB). A fresh
-    variable is set with the C library's ``putenv`` and a ``NAME=value`` string this
-    object owns instead (one per variable, dropped once the environment no longer points
-    into it), as CPython itself did up to 3.8.
+    It runs one replica and returns its value, or an :class:`Outcome` where it printed or
+    failed. Its payload is ``(cloudpickle.dumps((fn, args, kwargs)), (job_id, index, count,
+    namespace, registry, echo, env))``: bytes and plain values only, pickled once per job
+    by the client. Ray serialises such an argument several times faster than a function
+    and a dataclass.
     """
 
-    def __init__(self, fresh: Iterable[str] = ()) -> None:
-        self._encoding = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
-        data = getattr(os.environ, "_data", None)
-        probe = next(iter(data), b"") if isinstance(data, dict) else None
-        self._data: dict[bytes, bytes] | None = (
-            data if isinstance(probe, bytes) and os.name == "posix" else None
-        )
-        self._keys: dict[str, bytes] = {}  # names, encoded
-        self._fresh = {self._key(name) for name in fresh}
-        if any(not key or b"=" in key or b"\0" in key for key in self._fresh):
-            raise ValueError(f"not environment variable names: {fresh!r}")
-        self._putenv: Any = None  # the C library's putenv, found on first use
-        self._owned: dict[bytes, bytes] = {}  # NAME=value strings the environment points into
+    def execute(payload: tuple[bytes, tuple[Any, ...]]) -> Any:
+        import cloudpickle
 
-    def get(self, name: str) -> str | None:
-        data = self._data
-        if data is None:
-            return os.environ.get(name)
-        value = data.get(self._keys.get(name) or self._key(name))
-        return None if value is None else value.decode(*self._encoding)
+        pickled, fields = payload
+        fn, args, kwargs = cloudpickle.loads(pickled)
+        return _run(client_for, fn, args, kwargs, *fields)
 
-    def swap(self, values: Iterable[tuple[str, str | None]]) -> list[tuple[Any, Any]]:
-        """Sets each ``(name, value)`` (``None`` unsets it); returns what :meth:`restore`
-        takes to put back what was there. A variable that already has its value is left
-        alone."""
-        undo: list[tuple[Any, Any]] = []
-        data = self._data
-        try:
-            if data is None:
-                for name, value in values:
-                    old = os.environ.get(name)
-                    if old != value:
-                        if value is None:
-                            os.environ.pop(name, None)
-                        else:
-                            os.environ[name] = value
-                        undo.append((name, old))
-                return undo
-            keys, fresh = self._keys, self._fresh
-            encoding, errors = self._encoding
-            for name, value in values:
-                key = keys.get(name) or self._key(name)
-                old = data.get(key)
-                if value is None:
-                    if old is not None:
-                        os.unsetenv(key)
-                        del data[key]
-                        self._owned.pop(key, None)
-                        undo.append((key, old))
-                    continue
-                raw = value.encode(encoding, errors)
-                if raw == old:
-                    continue
-                if key in fresh:
-                    self._put(key, raw)
-                else:
-                    os.putenv(key, raw)
-                data[key] = raw
-                undo.append((key, old))
-        except BaseException:  # a name or value the environment cannot hold: no half-set
-            self.restore(undo)
-            raise
-        return undo
-
-    def restore(self, undo: list[tuple[Any, Any]]) -> None:
-        """Puts back what :meth:`swap` changed."""
-        data = self._data
-        for key, old in reversed(undo):
-            if data is None:
-                if old is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = old
-            elif old is None:
-                os.unsetenv(key)
-                data.pop(key, None)
-                self._owned.pop(key, None)  # nothing points into it any more
-            else:
-                if key in self._fresh:
-                    self._put(key, old)
-                else:
-                    os.putenv(key, old)
-                data[key] = old
-
-    def _key(self, name: str) -> bytes:
-        key = self._keys[name] = name.encode(*self._encoding)
-        return key
-
-    def _put(self, key: bytes, raw: bytes) -> None:
-        """Sets a fresh variable from a string this object owns."""
-        putenv = self._putenv
-        if putenv is None:
-            putenv = self._putenv = _c_putenv()
-        entry = key + b"=" + raw
-        if putenv is _NO_PUTENV or b"\0" in raw or putenv(entry):
-            os.putenv(key, raw)  # also for a value the C library cannot hold: it says why
-            self._owned.pop(key, None)
-        else:
-            self._owned[key] = entry  # the environment points into it now; the old one is free
-
-
-_NO_PUTENV = object()
-
-
-def _c_putenv() -> Any:
-    """The C library's ``putenv`` (it keeps the string it is given, not a copy), or
-    ``_NO_PUTENV`` where ctypes cannot reach it."""
-    try:
-        import ctypes
-
-        putenv = ctypes.CDLL(None).putenv
-        putenv.argtypes = [ctypes.c_char_p]
-        putenv.restype = ctypes.c_int
-    except (ImportError, OSError, AttributeError):
-        return _NO_PUTENV
-    return putenv
-
-
-_env = _Environment(fresh=(FRAY_JOB_ID,))
-_for_job: Any = None  # RayClient.for_job, imported once (a per-job ``from`` import costs)
-
-
-def _load_for_job() -> Any:
-    global _for_job
-    from fray_ray._client import RayClient
-
-    _for_job = RayClient.for_job
-    return _for_job
+    return execute
 
 
 def _run(
+    client_for: ClientFor,
     fn: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -358,8 +221,8 @@ def _run(
     echo: bool,
     env: tuple[tuple[str, str], ...],
 ) -> Any:
-    client = (_for_job or _load_for_job())(namespace, registry)  # cached per worker
-    environ = _env
+    client = client_for(namespace, registry)  # one per worker process
+    environ = job_env
     # The job's identity, then the device defaults (e.g. JAX_PLATFORMS=cpu, which the
     # worker may already have).
     undo = environ.swap(
@@ -374,7 +237,7 @@ def _run(
             print(outcome[2], end="", file=sys.stderr)  # the traceback, into the job's output
     finally:
         restore_output(routed)
-        client.end_children_of(job_id)
+        client._book.end_children_of(job_id)
         unbind_client(client_token)
         environ.restore(undo)
         output.close()

@@ -1,0 +1,103 @@
+"""The actor side of a Fray actor on Ray: a host actor wraps the user's instance.
+
+The host sets ``fray.current_actor()`` around ``__init__`` and every call, and binds
+``fray.current_client()`` to the actor's client, so an actor can create jobs and call other
+actors. Each public method of the user's class gets a forwarding method of its own, so a
+call costs what a plain Ray actor call costs.
+"""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+from typing import Any
+
+from fray import ActorContext
+from fray.backend import bind_actor, bind_client, unbind_actor, unbind_client
+from fray.errors import ActorDiedError
+from fray_ray._actors import RayActorHandle
+from fray_ray._worker import ClientFor
+
+__all__ = ["ActorHost", "host_class"]
+
+
+class ActorHost:
+    """The Ray actor class behind every Fray actor (made remote by the client).
+
+    ``client_for`` gives the client the actor binds as ``fray.current_client()`` (one per
+    worker process, see ``fray_ray._worker.ClientFor``)."""
+
+    def __init__(
+        self,
+        client_for: ClientFor,
+        cls: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str,
+        namespace: str,
+        index: int,
+        group: str,
+        registry: str,
+    ) -> None:
+        self._client = client_for(namespace, registry)
+        self._context = ActorContext(RayActorHandle(name, namespace), index, group)
+        bind_client(self._client)
+        self._init_error: BaseException | None = None
+        token = bind_actor(self._context)
+        try:
+            self._instance = cls(*args, **kwargs)
+        except BaseException as exc:  # reported by fray_ready, with its own type
+            self._init_error = exc
+        finally:
+            unbind_actor(token)
+
+    def fray_ready(self) -> bool:
+        if self._init_error is not None:
+            raise self._init_error
+        return True
+
+
+_RESERVED = frozenset(("fray_ready",))
+
+
+def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Runs the user's ``method`` with the actor's context set."""
+    if host._init_error is not None:
+        raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
+    token = bind_actor(host._context)
+    client_token = bind_client(host._client)
+    try:
+        return getattr(host._instance, method)(*args, **kwargs)
+    except SystemExit:
+        # The actor ends for good, as on every backend: an intentional exit, which Ray
+        # does not restart (a plain SystemExit would be restarted when max_restarts != 0).
+        from ray.actor import exit_actor
+
+        exit_actor()
+        raise
+    finally:
+        unbind_client(client_token)
+        unbind_actor(token)
+
+
+def _forward(method: str) -> Any:
+    """An actor method calling the user's ``method``. The generated class is pickled by
+    value, so this closure refers only to ``_invoke`` (pickled by reference) and a name."""
+
+    def call(self: ActorHost, *args: Any, **kwargs: Any) -> Any:
+        return _invoke(self, method, args, kwargs)
+
+    call.__name__ = call.__qualname__ = method
+    return call
+
+
+def host_class(cls: type[Any]) -> type[ActorHost]:
+    """An :class:`ActorHost` subclass with one forwarding method per public method of
+    ``cls``, so a call is a plain Ray actor call (same cost as calling a Ray actor)."""
+    methods = {
+        name: _forward(name)
+        for name in dir(cls)
+        if not name.startswith("_") and name not in _RESERVED and callable(getattr(cls, name))
+    }
+    return type(f"Fray{cls.__name__}", (ActorHost,), methods)
