@@ -13,9 +13,11 @@ import pytest
 from fray_ray import RayClient
 from fray_testing.conformance import (
     ActorGroupTests,
+    ActorLifecycleTests,
     ActorTests,
     BackendCapabilities,
     FailureTests,
+    HostedActorTests,
     JobTests,
     LogTests,
     NestedJobTests,
@@ -72,6 +74,14 @@ class TestRayActors(RayBackend, ActorTests):
 
 
 class TestRayActorGroups(RayBackend, ActorGroupTests):
+    pass
+
+
+class TestRayHostedActors(RayBackend, HostedActorTests):
+    pass
+
+
+class TestRayActorLifecycle(RayBackend, ActorLifecycleTests):
     pass
 
 

@@ -15,9 +15,11 @@ import pytest
 from fray_testing import FakeClient, Hang
 from fray_testing.conformance import (
     ActorGroupTests,
+    ActorLifecycleTests,
     ActorTests,
     BackendCapabilities,
     FailureTests,
+    HostedActorTests,
     JobTests,
     LogTests,
     NestedJobTests,
@@ -76,6 +78,14 @@ class TestFakeActors(FakeBackend, ActorTests):
 
 
 class TestFakeActorGroups(FakeBackend, ActorGroupTests):
+    pass
+
+
+class TestFakeHostedActors(FakeBackend, HostedActorTests):
+    pass
+
+
+class TestFakeActorLifecycle(FakeBackend, ActorLifecycleTests):
     pass
 
 

@@ -9,8 +9,10 @@ import pytest
 import fray
 from fray_testing.conformance import (
     ActorGroupTests,
+    ActorLifecycleTests,
     ActorTests,
     FailureTests,
+    HostedActorTests,
     JobTests,
     LogTests,
     NestedJobTests,
@@ -62,6 +64,14 @@ class TestLocalActors(LocalBackend, ActorTests):
 
 
 class TestLocalActorGroups(LocalBackend, ActorGroupTests):
+    pass
+
+
+class TestLocalHostedActors(LocalBackend, HostedActorTests):
+    pass
+
+
+class TestLocalActorLifecycle(LocalBackend, ActorLifecycleTests):
     pass
 
 

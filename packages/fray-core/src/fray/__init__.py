@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fray._actor import ActorContext, current_actor
+from fray._actor import ActorContext, HostedActor, current_actor
 from fray._client import ClientSpec, client_from_spec, parse_client_spec, register_backend
 from fray._wait import wait_all
 
@@ -100,6 +100,7 @@ __all__ = [
     "FrayError",
     "GpuConfig",
     "GpuType",
+    "HostedActor",
     "InvalidRequestError",
     "JobAlreadyExists",
     "JobAlreadyExistsError",

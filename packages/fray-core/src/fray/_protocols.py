@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 
 __all__ = ["ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"]
@@ -99,6 +100,17 @@ class ActorMethod(Protocol[T_co]):
         """Calls and waits for the result."""
         ...
 
+    def submit(self, *args: Any, **kwargs: Any) -> ActorFuture[T_co]:
+        """Starts a long-running call: where calls travel over a connection (hosted
+        actors), the caller polls for the outcome and survives a dropped connection, and
+        ``result(timeout)`` cancels the call on the server when ``timeout`` passes. Where
+        they do not, the same as :meth:`remote`.
+
+        Raises (from ``result``):
+            ActorUnavailableError: The server no longer knows the call.
+        """
+        ...
+
 
 @runtime_checkable
 class ActorHandle(Protocol):
@@ -139,7 +151,8 @@ class ActorGroup(Protocol):
         ...
 
     def statuses(self) -> list[JobStatus]:
-        """One status per actor: PENDING, RUNNING, FAILED or STOPPED."""
+        """One status per actor: PENDING, RUNNING, SUCCEEDED (it ended itself through
+        its ``shutdown_event``), FAILED or STOPPED."""
         ...
 
     def is_done(self) -> bool:
@@ -190,6 +203,25 @@ class Client(Protocol):
         **kwargs: Any,
     ) -> ActorGroup:
         """Creates ``count`` actors named ``{name}-{i}``; returns without waiting."""
+        ...
+
+    def host_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> HostedActor:
+        """Runs ``actor_class(*args, **kwargs)`` in this process and serves its methods to
+        the backend; returns once ``__init__`` has run. ``HostedActor.handle`` pickles and
+        can be called from jobs and actors anywhere on the backend; ``shutdown()`` stops
+        serving. Inside the instance ``current_actor()`` is index 0 of a group named
+        ``name``; setting its ``shutdown_event`` (or ``fail``) stops serving.
+
+        Raises:
+            ActorError: ``__init__`` raised (chained), or this backend cannot host here.
+        """
         ...
 
     def list_jobs(self) -> list[JobInfo]:

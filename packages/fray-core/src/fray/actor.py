@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextvars
 
-from fray._actor import ActorContext, current_actor
+from fray._actor import ActorContext, HostedActor, current_actor
 from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod
 from fray.backend import bind_actor, unbind_actor
 from fray.errors import ActorUnavailableError
@@ -17,6 +17,7 @@ __all__ = [
     "ActorHandle",
     "ActorMethod",
     "ActorUnavailableError",
+    "HostedActor",
     "current_actor",
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from fray._actor import HostedActor
 from fray._protocols import ActorGroup, ActorHandle, Client, JobHandle
 from fray._resources import ResourceConfig
 from fray._types import ActorConfig, EnvironmentConfig, JobRequest, JobStatus
@@ -17,6 +18,7 @@ __all__ = [
     "ActorHandle",
     "Client",
     "EnvironmentConfig",
+    "HostedActor",
     "JobAlreadyExists",
     "JobFailed",
     "JobHandle",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from fray._actor import ActorContext
+from fray._actor import ActorContext, HostedActor
 from fray._protocols import ActorFuture, ActorGroup, ActorHandle
 from fray._resources import ResourceConfig
 from fray._types import (
@@ -35,6 +35,7 @@ __all__ = [
     "BinaryEntrypoint",
     "CallableEntrypoint",
     "EnvironmentConfig",
+    "HostedActor",
     "JobRequest",
     "JobStatus",
     "LocalActorGroup",

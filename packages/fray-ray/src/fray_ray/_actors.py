@@ -30,6 +30,8 @@ __all__ = [
 
 logger = logging.getLogger("fray.ray")
 
+_CALL_METHOD = "fray_dunder_call"  # fray_ray._host.CALL_METHOD (that module imports this one)
+
 
 def _translate_call_error(exc: BaseException, name: str) -> BaseException:
     """A Ray error from an actor call, as the exception the caller should see."""
@@ -104,6 +106,11 @@ class RayActorMethod:
             raise _translate_call_error(exc, self._handle.name) from exc
         return RayActorFuture(ref, self._handle.name)
 
+    def submit(self, *args: Any, **kwargs: Any) -> RayActorFuture:
+        """A long-running call: on Ray the same as :meth:`remote` (Ray keeps the call
+        across connection drops itself)."""
+        return self.remote(*args, **kwargs)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits for the result."""
         return self.remote(*args, **kwargs).result()
@@ -144,6 +151,12 @@ class RayActorHandle:
         if method.startswith("_"):
             raise AttributeError(method)
         return RayActorMethod(self, method)
+
+    @property
+    def __call__(self) -> RayActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """The actor's own ``__call__``: ``handle(x)`` blocks, ``handle.__call__.remote(x)``
+        returns a future."""
+        return RayActorMethod(self, _CALL_METHOD)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayActorHandle, (self._name, self._namespace))
@@ -188,17 +201,31 @@ def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None
 
 
 class RayMember(ActorMember):
-    """One actor of a group: its handle and the ref of its ready call (answered once its
-    ``__init__`` has run)."""
+    """One actor of a group: its handle, the ref of its ready call (answered once its
+    ``__init__`` has run) and of its lifetime call (answered once it has ended itself)."""
 
     def __init__(self, index: int, handle: RayActorHandle, ready_ref: Any) -> None:
         super().__init__(index, handle.name, handle)
         self.ready_ref = ready_ref
+        self.lifetime_ref: Any = None
+
+
+def _rebuilt_group(name: str, members: list[tuple[int, RayActorHandle, str]]) -> RayActorGroup:
+    rebuilt: list[RayMember] = []
+    for index, handle, status in members:
+        member = RayMember(index, handle, None)
+        member.status = JobStatus(status)
+        rebuilt.append(member)
+    return RayActorGroup(name, rebuilt)
 
 
 class RayActorGroup(BaseActorGroup):
     """``count`` actors of one class on Ray. A member is ready once its ready call has
-    answered, which the group learns by asking Ray."""
+    answered, and ended once its lifetime call has, which the group learns by asking Ray.
+
+    The group pickles (into a job, or as an argument of an actor call): the copy watches
+    the same actors; only the original's ``shutdown`` forgets the group in its client.
+    """
 
     polls = True
 
@@ -212,13 +239,25 @@ class RayActorGroup(BaseActorGroup):
         self._ray_members = members
         self._on_shutdown = on_shutdown
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        members = [(m.index, m.handle, m.status.value) for m in self._ray_members]
+        return (_rebuilt_group, (self.name, members))
+
     def _refresh(self, timeout: float) -> None:
-        """Moves members whose constructor has finished to RUNNING or FAILED."""
+        """Moves members whose constructor has finished to RUNNING or FAILED, and running
+        members that ended to SUCCEEDED or FAILED."""
+        self._refresh_pending(timeout)
+        self._refresh_running()
+
+    def _refresh_pending(self, timeout: float) -> None:
         import ray
 
         pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
         if not pending:
             return
+        for member in pending:
+            if member.ready_ref is None:  # a copy made by unpickling asks again
+                member.ready_ref = member.handle._resolve().fray_ready.remote()
         refs = [m.ready_ref for m in pending]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         if not ready:
@@ -236,8 +275,45 @@ class RayActorGroup(BaseActorGroup):
             else:
                 member.set_status(JobStatus.RUNNING)
 
+    def _refresh_running(self) -> None:
+        import ray
+
+        running = [m for m in self._ray_members if m.status is JobStatus.RUNNING]
+        for member in running:
+            if member.lifetime_ref is None:
+                try:
+                    member.lifetime_ref = member.handle._resolve().fray_lifetime.remote()
+                except ActorDiedError as exc:
+                    member.set_status(JobStatus.FAILED, exc)
+        watched = [m for m in running if m.lifetime_ref is not None]
+        if not watched:
+            return
+        ready, _ = ray.wait([m.lifetime_ref for m in watched], num_returns=len(watched), timeout=0)
+        ready_set = set(ready)
+        for member in watched:
+            if member.lifetime_ref not in ready_set:
+                continue
+            ref, member.lifetime_ref = member.lifetime_ref, None
+            try:
+                outcome, text = ray.get(ref)
+            except Exception as exc:
+                outcome, text = "died", (str(exc).splitlines() or [type(exc).__name__])[0]
+            if outcome == "succeeded":
+                if member.set_status(JobStatus.SUCCEEDED):
+                    kill_actors([member.handle], wait=False)  # ended: free its resources
+            elif _is_gone(member.handle):
+                member.set_status(JobStatus.FAILED, ActorDiedError(f"actor {member.name}: {text}"))
+            # else Ray restarts it (max_restarts): the next refresh asks the new incarnation
+
     def _stop(self, members: list[ActorMember]) -> None:
         """Kills the actors and waits until their names are free."""
         kill_actors([m.handle for m in members])
         if self._on_shutdown is not None:
             self._on_shutdown(self)
+
+
+def _is_gone(handle: RayActorHandle) -> bool:
+    """Whether Ray has let the actor go for good (dead, not restarting)."""
+    from fray_tpu.ray.errors import actor_is_dead
+
+    return actor_is_dead(handle._resolve())

@@ -260,6 +260,15 @@ class RayClient(BaseClient):
             self._groups.append(group)
         return group
 
+    def _hosting_address(self) -> str:
+        """This node's address in the cluster, or loopback when every node of the cluster
+        is this machine (a hosted actor's server listens there)."""
+        import ray
+
+        here = ray.util.get_node_ip_address()
+        nodes = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+        return "127.0.0.1" if nodes <= {here} else here
+
     def _forget_group(self, group: RayActorGroup) -> None:
         with self._lock:
             if group in self._groups:
@@ -284,6 +293,7 @@ class RayClient(BaseClient):
             thread.start()
         for group in groups:
             group.shutdown()
+        self._stop_hosted()
         for thread in threads:
             thread.join(timeout=120)
         book.close(wait)

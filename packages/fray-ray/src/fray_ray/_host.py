@@ -11,15 +11,22 @@ call costs what a plain Ray actor call costs.
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from fray import ActorContext
-from fray.backend import bind_actor, bind_client, unbind_actor, unbind_client
+from fray.backend import ShutdownEvent, bind_actor, bind_client, unbind_actor, unbind_client
 from fray.errors import ActorDiedError
 from fray_ray._actors import RayActorHandle
 from fray_ray._worker import ClientFor
 
-__all__ = ["ActorHost", "host_class"]
+__all__ = ["CALL_METHOD", "LIFETIME_GROUP", "ActorHost", "host_class"]
+
+logger = logging.getLogger("fray.ray")
+
+#: The Ray concurrency group of Fray's own actor methods, apart from the user's calls.
+LIFETIME_GROUP = "fray"
 
 
 class ActorHost:
@@ -41,7 +48,11 @@ class ActorHost:
         registry: str,
     ) -> None:
         self._client = client_for(namespace, registry)
-        self._context = ActorContext(RayActorHandle(name, namespace), index, group)
+        self._name = name
+        self._ended = threading.Event()
+        self._context = ActorContext(
+            RayActorHandle(name, namespace), index, group, ShutdownEvent(self._on_end, name)
+        )
         bind_client(self._client)
         self._init_error: BaseException | None = None
         token = bind_actor(self._context)
@@ -57,14 +68,37 @@ class ActorHost:
             raise self._init_error
         return True
 
+    def fray_lifetime(self) -> tuple[str, str | None]:
+        """Answers once the actor has ended itself through its ``shutdown_event``:
+        ``("succeeded", None)``, or ``("failed", text)`` after ``fail(exc)``. (Runs in
+        :data:`LIFETIME_GROUP`, so it never holds up the user's calls.)"""
+        self._ended.wait()
+        failure = self._context.failure
+        if failure is None:
+            return ("succeeded", None)
+        return ("failed", f"{type(failure).__name__}: {failure}")
 
-_RESERVED = frozenset(("fray_ready",))
+    def _on_end(self) -> None:
+        self._ended.set()
+        failure = self._context.failure
+        if failure is None:
+            return  # takes no more calls; its group stops it once it has seen the end
+        # A failure: the process goes, and Ray restarts it while max_restarts allows.
+        import ray
+
+        logger.warning("actor %s failed (%s); ending its process", self._name, failure)
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=False)
+
+
+_RESERVED = frozenset(("fray_ready", "fray_lifetime", "fray_dunder_call"))
 
 
 def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Runs the user's ``method`` with the actor's context set."""
     if host._init_error is not None:
         raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
+    if host._ended.is_set():
+        raise ActorDiedError(f"actor {host._name} has ended (its shutdown_event is set)")
     token = bind_actor(host._context)
     client_token = bind_client(host._client)
     try:
@@ -81,23 +115,42 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
         unbind_actor(token)
 
 
-def _forward(method: str) -> Any:
+def _forward(method: str, ray_name: str | None = None) -> Any:
     """An actor method calling the user's ``method``. The generated class is pickled by
     value, so this closure refers only to ``_invoke`` (pickled by reference) and a name."""
 
     def call(self: ActorHost, *args: Any, **kwargs: Any) -> Any:
         return _invoke(self, method, args, kwargs)
 
-    call.__name__ = call.__qualname__ = method
+    call.__name__ = call.__qualname__ = ray_name or method
     return call
+
+
+#: The Ray method behind a handle's ``__call__`` (Ray does not forward dunder methods).
+CALL_METHOD = "fray_dunder_call"
 
 
 def host_class(cls: type[Any]) -> type[ActorHost]:
     """An :class:`ActorHost` subclass with one forwarding method per public method of
     ``cls``, so a call is a plain Ray actor call (same cost as calling a Ray actor)."""
-    methods = {
+    import ray
+
+    methods: dict[str, Any] = {
         name: _forward(name)
         for name in dir(cls)
         if not name.startswith("_") and name not in _RESERVED and callable(getattr(cls, name))
     }
+    if any("__call__" in vars(k) for k in cls.__mro__ if k is not object):
+        methods[CALL_METHOD] = _forward("__call__", CALL_METHOD)
+    methods["fray_lifetime"] = ray.method(concurrency_group=LIFETIME_GROUP)(
+        _forward_own(ActorHost.fray_lifetime)
+    )
     return type(f"Fray{cls.__name__}", (ActorHost,), methods)
+
+
+def _forward_own(fn: Any) -> Any:
+    def call(self: ActorHost) -> Any:
+        return fn(self)
+
+    call.__name__ = call.__qualname__ = fn.__name__
+    return call

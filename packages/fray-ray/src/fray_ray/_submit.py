@@ -19,7 +19,7 @@ from fray_ray._command import CommandJob, submit_options
 from fray_ray._convert import HEAD_NODE_RESOURCE, task_options
 from fray_ray._environ import current_job
 from fray_ray._handles import RayJobHandle
-from fray_ray._host import host_class
+from fray_ray._host import LIFETIME_GROUP, host_class
 from fray_ray._record import RayJob
 from fray_ray._worker import ClientFor, bound, job_token, runner
 
@@ -55,7 +55,9 @@ class RemoteParts:
 
         remote = cls.hosts.get(actor_class)
         if remote is None:
-            remote = cls.hosts[actor_class] = ray.remote(host_class(actor_class))
+            # Fray's own methods (fray_lifetime) run apart from the user's calls.
+            make_remote: Any = ray.remote(concurrency_groups={LIFETIME_GROUP: 16})  # pyright: ignore[reportCallIssue]
+            remote = cls.hosts[actor_class] = make_remote(host_class(actor_class))
         return remote
 
     @classmethod

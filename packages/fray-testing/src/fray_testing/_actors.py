@@ -16,7 +16,14 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from fray import ActorConfig, ActorContext, JobStatus, ResourceConfig
-from fray.backend import ActorMember, BaseActorGroup, binding, validate_actor_args
+from fray.backend import (
+    ActorMember,
+    BaseActorGroup,
+    ShutdownEvent,
+    binding,
+    restart_allowed,
+    validate_actor_args,
+)
 from fray.errors import ActorDiedError, ActorError, InvalidRequestError
 from fray_testing._records import ActorCall, ActorCreation, Record
 
@@ -29,15 +36,34 @@ _REGISTRY: weakref.WeakValueDictionary[str, _FakeActor] = weakref.WeakValueDicti
 
 
 class _FakeActor(ActorMember):
-    def __init__(self, system: _ActorSystem, key: str, name: str, index: int, group: str) -> None:
+    def __init__(
+        self,
+        system: _ActorSystem,
+        key: str,
+        name: str,
+        index: int,
+        group: str,
+        config: ActorConfig,
+        *,
+        hosted: bool = False,
+    ) -> None:
         handle = FakeActorHandle(key)
         super().__init__(index, name, handle)
         self.system = system
         self.key = key
         self.group = group
+        self.config = config
+        self.hosted = hosted
+        self.restarts = 0
+        self.init: tuple[type[Any], tuple[Any, ...], dict[str, Any]] | None = None
         self.instance: Any = None
         self.lock = threading.RLock()
-        self.context = ActorContext(handle, index, group)
+        self.context = self.new_context()
+
+    def new_context(self) -> ActorContext:
+        """A fresh context; setting its ``shutdown_event`` ends the actor at once."""
+        event = ShutdownEvent(lambda: self.system.ended(self), self.name, inline=True)
+        return ActorContext(self.handle, self.index, self.group, event)
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
@@ -68,6 +94,10 @@ class FakeActorMethod:
         else:
             future.set_result(value)
         return future
+
+    def submit(self, *args: Any, **kwargs: Any) -> FakeActorFuture:
+        """A long-running call: on the fake backend the same as :meth:`remote`."""
+        return self.remote(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the call and returns its value."""
@@ -167,20 +197,24 @@ class _ActorSystem:
         resources: ResourceConfig | None,
         actor_config: ActorConfig | None,
         group: bool,
+        hosted: bool = False,
     ) -> FakeActorGroup:
         validate_actor_args(actor_class, name, count, resources, actor_config)
+        config = actor_config or ActorConfig()
         with self.lock:
+            names = [name] if hosted else [f"{name}-{i}" for i in range(count)]
             taken = [
-                f"{name}-{i}"
-                for i in range(count)
-                if (old := self.actors.get(f"{name}-{i}")) and old.status is not JobStatus.STOPPED
+                n
+                for n in names
+                if (old := self.actors.get(n)) and old.status is not JobStatus.STOPPED
             ]
             if taken:
                 raise ActorError(f"an actor named {taken[0]!r} already exists in this client")
             actors: list[_FakeActor] = []
-            for i in range(count):
-                actor_name = f"{name}-{i}"
-                actor = _FakeActor(self, f"{self.uid}/{actor_name}", actor_name, i, name)
+            for i, actor_name in enumerate(names):
+                actor = _FakeActor(
+                    self, f"{self.uid}/{actor_name}", actor_name, i, name, config, hosted=hosted
+                )
                 self.actors[actor_name] = actor
                 _REGISTRY[actor.key] = actor
                 actors.append(actor)
@@ -198,6 +232,7 @@ class _ActorSystem:
     def _construct(
         self, actor: _FakeActor, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
+        actor.init = (cls, args, kwargs)
         try:
             with binding(client=self.client, actor=actor.context):
                 instance = cls(*args, **kwargs)
@@ -286,6 +321,29 @@ class _ActorSystem:
                 died = ActorDiedError(f"actor {actor.name} exited (SystemExit({exc.code!r}))")
                 self._die(actor, died)
                 raise died from None
+
+    def ended(self, actor: _FakeActor) -> None:
+        """The actor set its ``shutdown_event`` (itself, or through ``fail``): SUCCEEDED,
+        a restart while ``max_restarts`` allows, or FAILED; a hosted actor just stops."""
+        failure = actor.context.failure
+        if failure is not None and not actor.hosted:
+            if restart_allowed(actor.restarts, actor.config.max_restarts):
+                actor.restarts += 1
+                actor.set_status(JobStatus.PENDING)
+                actor.context = actor.new_context()
+                assert actor.init is not None
+                self._construct(actor, *actor.init)
+                return
+            error = ActorDiedError(
+                f"actor {actor.name} failed: {type(failure).__name__}: {failure}"
+            )
+            error.__cause__ = failure
+            self._die(actor, error)
+            return
+        with self.lock:
+            status = JobStatus.SUCCEEDED if failure is None else JobStatus.FAILED
+            if actor.set_status(status, failure):
+                actor.instance = None
 
     def stop(self, actors: list[_FakeActor]) -> None:
         with self.lock:

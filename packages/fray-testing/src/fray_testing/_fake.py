@@ -19,12 +19,15 @@ from typing import Any, TypeVar
 from fray import (
     ActorConfig,
     ClientSpec,
+    HostedActor,
     JobInfo,
     JobRequest,
+    JobStatus,
     ResourceConfig,
 )
 from fray.backend import BaseClient, JobHistory, check_request, job_id_part
 from fray.errors import (
+    ActorError,
     InvalidRequestError,
     JobNotFoundError,
 )
@@ -292,6 +295,38 @@ class FakeClient(BaseClient):
             actor_config=actor_config,
             group=True,
         )
+
+    def host_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> HostedActor:
+        """Runs ``actor_class(*args, **kwargs)`` now, in this process, as an actor named
+        ``name`` (recorded like every actor); ``shutdown()`` stops it."""
+        self._check_open()
+        group = self._actors.create(
+            actor_class,
+            args,
+            kwargs,
+            name=name,
+            count=1,
+            resources=None,
+            actor_config=actor_config,
+            group=False,
+            hosted=True,
+        )
+        member = group.members[0]
+        if member.status is JobStatus.FAILED:
+            error = member.error
+            group.shutdown()
+            raise ActorError(
+                f"hosted actor {name}: {actor_class.__name__}.__init__ raised "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        return HostedActor(member.handle, group.shutdown)
 
     def fail_actor_call(
         self,

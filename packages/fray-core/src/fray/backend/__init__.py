@@ -9,7 +9,12 @@ A backend is a client class plus the few hooks only it can write::
     ActorMember        one actor as its group sees it (handle, status, error)
     BaseActorGroup     wait_ready / discover_new / statuses / is_done / shutdown over
                        members, with the hook _stop (and _refresh where states are polled)
-    BaseClient         context manager, create_actor as a group of one, _check_open
+    BaseClient         context manager, create_actor as a group of one, host_actor (over
+                       the hook _hosting_address), _check_open
+    host_in_process, HostedActorHandle, ShutdownEvent, restart_allowed
+                       hosted actors: an instance in this process behind an authenticated
+                       TCP server; its picklable handle (remote, submit); an actor's
+                       shutdown_event that ends it
     JobHistory         the jobs a client answers for (unfinished + the last N finished)
     job_id_part        a job's name as part of its id ('/' escaped: it separates children)
     bind_client, bind_actor, binding
@@ -26,6 +31,7 @@ Backends import only public names of fray-core: this module, ``fray``, ``fray.er
 
 from __future__ import annotations
 
+from fray._actor import ShutdownEvent, restart_allowed
 from fray.backend._binding import (
     backend_factories,
     bind_actor,
@@ -42,6 +48,8 @@ from fray.backend._client import BaseClient, check_request
 from fray.backend._group import ActorMember, BaseActorGroup, validate_actor_args
 from fray.backend._handle import BaseJobHandle, check_max_lines, check_result
 from fray.backend._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
+from fray.backend._hosted_handle import HostedActorHandle, HostedActorMethod
+from fray.backend._hosting import ActorServer, HostedInstance, host_in_process
 from fray.backend._ids import job_id_part, name_of_id_part
 from fray.backend._output import (
     LineSink,
@@ -60,14 +68,19 @@ from fray.backend._runner import call_outcome, exit_code_of, portable_error
 __all__ = [
     "DEFAULT_JOB_HISTORY",
     "ActorMember",
+    "ActorServer",
     "BaseActorGroup",
     "BaseClient",
     "BaseJobHandle",
+    "HostedActorHandle",
+    "HostedActorMethod",
+    "HostedInstance",
     "JobHistory",
     "JobRecord",
     "LineSink",
     "LogBuffer",
     "PrefixedSink",
+    "ShutdownEvent",
     "backend_factories",
     "bind_actor",
     "bind_client",
@@ -83,12 +96,14 @@ __all__ = [
     "explain_current_client",
     "follow_many",
     "forget_default_client",
+    "host_in_process",
     "isolated_shared_clients",
     "job_history_limit",
     "job_id_part",
     "merge_logs",
     "name_of_id_part",
     "portable_error",
+    "restart_allowed",
     "restore_output",
     "route_output",
     "unbind_actor",

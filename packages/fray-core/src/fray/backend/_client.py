@@ -6,7 +6,10 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
+from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig
+from fray.backend._group import validate_actor_args
+from fray.backend._hosting import host_in_process
 from fray.errors import FrayError, InvalidRequestError
 
 __all__ = ["BaseClient", "check_request"]
@@ -36,6 +39,7 @@ class BaseClient:
 
     scheme: ClassVar[str] = ""
     is_shutdown: bool = False
+    _hosted: list[HostedActor] | None = None
 
     def __enter__(self) -> Self:
         return self
@@ -95,3 +99,43 @@ class BaseClient:
             **kwargs,
         )
         return group.wait_ready(timeout=None)[0]
+
+    # -- hosted actors -----------------------------------------------------------------------
+
+    def _hosting_address(self) -> str:
+        """The address this process is reached at by the rest of the cluster, for hosted
+        actors' servers (loopback by default: a cluster on one machine)."""
+        return "127.0.0.1"
+
+    def host_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> HostedActor:
+        """Runs ``actor_class(*args, **kwargs)`` in this process and serves it on
+        :meth:`_hosting_address` to callers holding its handle; see ``fray.Client``.
+        :meth:`_stop_hosted` (from ``shutdown``) stops what is still served."""
+        self._check_open()
+        validate_actor_args(actor_class, name, 1, None, actor_config)
+        hosted = host_in_process(
+            self,
+            actor_class,
+            args,
+            kwargs,
+            name=name,
+            actor_config=actor_config,
+            host=self._hosting_address(),
+        )
+        if self._hosted is None:
+            self._hosted = []
+        self._hosted.append(hosted)
+        return hosted
+
+    def _stop_hosted(self) -> None:
+        """Stops serving every actor this client hosted."""
+        hosted, self._hosted = self._hosted or [], None
+        for actor in hosted:
+            actor.shutdown()

@@ -15,7 +15,7 @@ from fray.errors import ActorError, InvalidRequestError, JobTimeoutError
 __all__ = ["ActorMember", "BaseActorGroup", "validate_actor_args"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_GONE = (JobStatus.FAILED, JobStatus.STOPPED)
+_GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
 
 
 def validate_actor_args(
@@ -50,7 +50,8 @@ class ActorMember:
         index: Its index in the group, from 0.
         name: ``{group}-{index}``.
         handle: The handle callers use.
-        status: PENDING until its ``__init__`` has run, then RUNNING, FAILED or STOPPED.
+        status: PENDING until its ``__init__`` has run, then RUNNING; at its end SUCCEEDED
+            (it set its ``shutdown_event``), FAILED or STOPPED.
         error: What made it FAILED, if known.
     """
 
@@ -63,7 +64,7 @@ class ActorMember:
         self._group: BaseActorGroup | None = None
 
     def set_status(self, status: JobStatus, error: BaseException | None = None) -> bool:
-        """Moves the member on (a FAILED or STOPPED member stays so); returns whether it
+        """Moves the member on (an ended member stays so); returns whether it
         changed, and wakes whoever waits on its group."""
         group = self._group
         if group is None:
@@ -195,12 +196,13 @@ class BaseActorGroup:
         return [m.handle for m in fresh]
 
     def statuses(self) -> list[JobStatus]:
-        """One status per actor: PENDING, RUNNING, FAILED or STOPPED."""
+        """One status per actor: PENDING, RUNNING, SUCCEEDED (ended itself), FAILED or
+        STOPPED."""
         self._refresh(0)
         return [m.status for m in self._members]
 
     def is_done(self) -> bool:
-        """Whether every actor of the group has stopped for good."""
+        """Whether every actor of the group has ended for good."""
         return all(s in _GONE for s in self.statuses())
 
     def shutdown(self) -> None:

@@ -4,18 +4,20 @@
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
-from fray._actor import ActorContext
+from fray._actor import ActorContext, ShutdownEvent
 from fray._types import ActorConfig, JobStatus
 from fray.backend import (
     ActorMember,
     BaseActorGroup,
     bind_actor,
     bind_client,
+    restart_allowed,
     unbind_actor,
     unbind_client,
 )
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
 __all__ = ["LocalActor", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
+
+logger = logging.getLogger(__name__)
 
 
 class _Mailbox:
@@ -127,20 +131,42 @@ class _LocalActorFuture(Future[Any]):
 
 
 class LocalActor(ActorMember):
-    """One local actor: its instance, its mailbox and its context."""
+    """One local actor: its instance, its mailbox and its context.
+
+    Setting its context's ``shutdown_event`` ends it: SUCCEEDED, or after ``fail(exc)`` a
+    restart (a fresh ``__init__``) while ``max_restarts`` allows, else FAILED. A hosted actor
+    is never restarted: it stops serving.
+    """
 
     def __init__(
-        self, client: LocalClient, key: str, name: str, index: int, group: str, config: ActorConfig
+        self,
+        client: LocalClient,
+        key: str,
+        name: str,
+        index: int,
+        group: str,
+        config: ActorConfig,
+        *,
+        hosted: bool = False,
     ) -> None:
         handle = LocalActorHandle(key)
         super().__init__(index, name, handle)
         self.client = client
         self.key = key
         self.group_name = group
+        self.config = config
+        self.hosted = hosted
+        self.restarts = 0
         self.instance: Any = None
         self.ready = threading.Event()
         self.mailbox = _Mailbox(self, config.max_concurrency)
-        self.context = ActorContext(handle, index, group)
+        self.context = self._new_context()
+        self._init: tuple[type[Any], tuple[Any, ...], dict[str, Any]] | None = None
+
+    def _new_context(self) -> ActorContext:
+        return ActorContext(
+            self.handle, self.index, self.group_name, ShutdownEvent(self._ended, self.name)
+        )
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
@@ -160,7 +186,8 @@ class LocalActor(ActorMember):
             unbind_actor(token)
 
     def construct(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Runs the class's ``__init__`` (in its own thread) and reports the outcome."""
+        """Runs the class's ``__init__`` and reports the outcome."""
+        self._init = (cls, args, kwargs)
         token = bind_actor(self.context)
         client_token = bind_client(self.client)
         try:
@@ -175,6 +202,41 @@ class LocalActor(ActorMember):
             unbind_client(client_token)
             unbind_actor(token)
             self.ready.set()
+
+    def _ended(self) -> None:
+        """The actor set its ``shutdown_event`` (itself, or through ``fail``)."""
+        failure = self.context.failure
+        if failure is not None and not self.hosted and self._may_restart():
+            logger.warning(
+                "actor %s failed (%s: %s); restarting it (%d so far)",
+                self.name,
+                type(failure).__name__,
+                failure,
+                self.restarts,
+            )
+            self.ready.clear()
+            self.set_status(JobStatus.PENDING)
+            self.context = self._new_context()
+            self.instance = None
+            assert self._init is not None
+            self.construct(*self._init)
+            return
+        if failure is None:
+            self.set_status(JobStatus.SUCCEEDED)
+        else:
+            error = ActorDiedError(f"actor {self.name} failed: {type(failure).__name__}: {failure}")
+            error.__cause__ = failure
+            self.set_status(JobStatus.FAILED, error)
+        if self.hosted:
+            self.client._stop_actors([self])  # pyright: ignore[reportPrivateUsage]
+        else:
+            self.mailbox.close()
+
+    def _may_restart(self) -> bool:
+        if not restart_allowed(self.restarts, self.config.max_restarts):
+            return False
+        self.restarts += 1
+        return True
 
 
 _ACTORS: dict[str, LocalActor] = {}
@@ -219,6 +281,11 @@ class LocalActorMethod:
 
     def remote(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """Starts the call; returns a future."""
+        return self._handle._actor().mailbox.submit(self._method, args, kwargs)
+
+    def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        """A long-running call; on the local backend the same as :meth:`remote` (there is
+        no connection to drop)."""
         return self._handle._actor().mailbox.submit(self._method, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -26,6 +26,7 @@ import threading
 import weakref
 from typing import Any, TypeVar
 
+from fray._actor import HostedActor
 from fray._client import ClientSpec
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
 from fray.backend import (
@@ -360,6 +361,40 @@ class LocalClient(BaseClient):
                 daemon=True,
             ).start()
         return group
+
+    def host_actor(
+        self,
+        actor_class: type[T],
+        *args: Any,
+        name: str,
+        actor_config: ActorConfig | None = None,
+        **kwargs: Any,
+    ) -> HostedActor:
+        """Runs ``actor_class(*args, **kwargs)`` here, in the calling thread, and returns
+        once ``__init__`` has run. Its handle works as every local actor's does: from this
+        process (the driver, thread jobs and actors)."""
+        self._check_open()
+        validate_actor_args(actor_class, name, 1, None, actor_config)
+        config = actor_config or ActorConfig()
+        with self._lock:
+            if name in self._actor_names:
+                raise ActorError(f"an actor named {name!r} already exists in this client")
+            actor = LocalActor(
+                self, f"local-{self._uid}/{name}", name, 0, name, config, hosted=True
+            )
+            self._actor_names.add(name)
+            register(actor)
+            group = LocalActorGroup(self, name, [actor])
+            self._groups.append(group)
+        actor.construct(actor_class, args, kwargs)
+        if actor.status is JobStatus.FAILED:
+            self._stop_actors([actor])
+            error = actor.error
+            raise ActorError(
+                f"hosted actor {name}: {actor_class.__name__}.__init__ raised "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        return HostedActor(actor.handle, lambda: self._stop_actors([actor]))
 
     def _stop_actors(self, actors: list[LocalActor]) -> None:
         for actor in actors:

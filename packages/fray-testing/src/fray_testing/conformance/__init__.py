@@ -38,6 +38,7 @@ if typing.TYPE_CHECKING:
     from fray_testing.conformance.actor_groups import ActorGroupTests
     from fray_testing.conformance.actors import ActorTests
     from fray_testing.conformance.failures import FailureTests
+    from fray_testing.conformance.hosted import ActorLifecycleTests, HostedActorTests
     from fray_testing.conformance.jobs import JobTests
     from fray_testing.conformance.logs import LogTests
     from fray_testing.conformance.nested import NestedJobTests
@@ -51,11 +52,13 @@ if typing.TYPE_CHECKING:
 __all__ = [
     "ALL_TEST_CLASSES",
     "ActorGroupTests",
+    "ActorLifecycleTests",
     "ActorTests",
     "BackendCapabilities",
     "BackendConformance",
     "ConformanceTests",
     "FailureTests",
+    "HostedActorTests",
     "JobTests",
     "LogTests",
     "NestedJobTests",
@@ -76,6 +79,8 @@ _MODULES = {
     "ActorGroupTests": "actor_groups",
     "ActorTests": "actors",
     "FailureTests": "failures",
+    "HostedActorTests": "hosted",
+    "ActorLifecycleTests": "hosted",
     "JobTests": "jobs",
     "LogTests": "logs",
     "NestedJobTests": "nested",

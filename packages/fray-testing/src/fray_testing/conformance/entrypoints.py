@@ -291,3 +291,32 @@ class FailOnIndex:
 def call_actor(handle: Any, method: str, *args: Any) -> Any:
     """A job that calls ``method`` on an actor passed to it as an argument."""
     return getattr(handle, method)(*args)
+
+
+class Ender:
+    """An actor that ends itself through ``fray.current_actor()``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def incr(self, by: int = 1) -> int:
+        """Adds ``by`` and returns the new count (0 after a restart: a fresh instance)."""
+        self.count += by
+        return self.count
+
+    def end(self) -> str:
+        """Sets this actor's ``shutdown_event``: it ends cleanly."""
+        event = current_actor().shutdown_event
+        assert event is not None, "every backend gives an actor a shutdown_event"
+        event.set()
+        return "ending"
+
+    def fail_with(self, message: str) -> str:
+        """``current_actor().fail(ConformanceError(message))``: it ends as failed."""
+        current_actor().fail(ConformanceError(message))
+        return "failing"
+
+    def slow_echo(self, value: Any, seconds: float) -> Any:
+        """Returns ``value`` after ``seconds``."""
+        time.sleep(seconds)  # the work being timed out, not synchronisation
+        return value

@@ -6,6 +6,7 @@ from fray_testing.conformance._base import ConformanceTests
 from fray_testing.conformance.actor_groups import ActorGroupTests
 from fray_testing.conformance.actors import ActorTests
 from fray_testing.conformance.failures import FailureTests
+from fray_testing.conformance.hosted import ActorLifecycleTests, HostedActorTests
 from fray_testing.conformance.jobs import JobTests
 from fray_testing.conformance.logs import LogTests
 from fray_testing.conformance.nested import NestedJobTests
@@ -26,6 +27,8 @@ ALL_TEST_CLASSES: tuple[type[ConformanceTests], ...] = (
     NestedJobTests,
     ActorTests,
     ActorGroupTests,
+    HostedActorTests,
+    ActorLifecycleTests,
     PicklingTests,
     RetryTests,
     ResourceValidationTests,
@@ -42,6 +45,8 @@ class BackendConformance(
     NestedJobTests,
     ActorTests,
     ActorGroupTests,
+    HostedActorTests,
+    ActorLifecycleTests,
     PicklingTests,
     RetryTests,
     ResourceValidationTests,

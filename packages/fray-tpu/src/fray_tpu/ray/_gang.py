@@ -24,6 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from fray.topology import TpuTopology, canonical_tpu_name
 from fray_tpu.ray._host import TpuHost
 from fray_tpu.ray._util import rget
+from fray_tpu.ray.errors import actor_is_dead
 
 __all__ = [
     "ClaimStopped",
@@ -132,23 +133,12 @@ class Gang:
             if not self.held:
                 return
             if dead_since is None:
-                alive = [actor for actor in alive if not _is_dead(actor)]
+                alive = [actor for actor in alive if not actor_is_dead(actor)]
                 if not alive:
                     dead_since = time.monotonic()
             elif time.monotonic() - dead_since > _TAKEN_AFTER_DEATH_S:
                 return
             time.sleep(_RELEASE_POLL_S)
-
-
-def _is_dead(actor: Any) -> bool:
-    """Whether GCS records the actor as dead (``True`` too if Ray cannot say)."""
-    try:
-        from ray._private import state as ray_state  # a DeveloperAPI, stable since Ray 2.0
-
-        info = ray_state.actors(actor_id=actor._actor_id.hex())
-    except Exception:
-        return True
-    return not info or info.get("State") == "DEAD"
 
 
 class ClaimTimeout(Exception):

@@ -45,6 +45,7 @@ __all__ = [
     "PREEMPTION_ERRORS",
     "RayErrorReading",
     "actor_error",
+    "actor_is_dead",
     "error_text",
     "is_preemption",
     "read_ray_error",
@@ -165,3 +166,15 @@ def actor_error(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, rx.RayError):
         return ActorError(f"{what}: {type(exc).__name__}: {exc}")
     return exc
+
+
+def actor_is_dead(actor: Any) -> bool:
+    """Whether Ray's GCS records the actor (a Ray actor handle) as dead for good, not
+    restarting (``True`` too if Ray cannot say)."""
+    try:
+        from ray._private import state as ray_state  # a DeveloperAPI, stable since Ray 2.0
+
+        info = ray_state.actors(actor_id=actor._actor_id.hex())
+    except Exception:
+        return True
+    return not info or info.get("State") == "DEAD"
