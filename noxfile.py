@@ -14,7 +14,7 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests", "examples"]
+nox.options.sessions = ["lint", "typecheck", "tests", "examples", "compat"]
 
 PACKAGES = ["fray-core", "fray-testing", "fray-tpu", "fray-ray", "fray-iris"]
 
@@ -144,6 +144,42 @@ def examples(session: nox.Session) -> None:
         "-m",
         "pytest",
         "examples/tests",
+        "--ignore=examples/tests/test_zephyr_example.py",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env=env,
+    )
+
+
+# Marin's Zephyr, as Marin installs it today, but with fray-core in marin-fray's place.
+ZEPHYR = "marin-zephyr==0.2.20.dev202606180959"
+
+
+@nox.session(python="3.11")
+def compat(session: nox.Session) -> None:
+    """Marin's Zephyr 0.2.20 on Fray: real pipelines on local, Ray and Iris.
+
+    The wheel is installed with ``--no-deps`` (its metadata pins ``marin-fray``, which must
+    not be installed beside fray-core: both are the ``fray`` import); its other requirements
+    come from the ``zephyr`` dependency group.
+    """
+    _sync(session, "--all-packages", "--group", "examples", "--group", "zephyr")
+    session.run_install(
+        _UV,
+        "pip",
+        "install",
+        "--no-deps",
+        ZEPHYR,
+        env={"VIRTUAL_ENV": session.virtualenv.location},
+        external=True,
+    )
+    env = dict(_ENV, MARIN_PREFIX=session.create_tmp())
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "examples/tests/test_zephyr_example.py",
         "-p",
         "no:cacheprovider",
         *session.posargs,

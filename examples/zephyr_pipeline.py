@@ -1,0 +1,175 @@
+"""Marin's Zephyr (``marin-zephyr``) running its pipelines on Fray, unchanged.
+
+Zephyr is built on the predecessor's actor API: its coordinator job hosts the coordinator
+actor in its own process (``client.host_actor``), creates a worker actor group, the workers
+register back and pull shards, and the driver runs each pipeline through a long-running call
+(``coordinator.run_pipeline.submit(...)``). Installed beside fray-core (its pinned
+``marin-fray`` left out), it runs on whichever backend ``FRAY_CLIENT_SPEC`` names.
+
+Two pipelines: numbers through ``map`` (reading shared data put with ``ctx.put``),
+``filter``, ``flat_map`` and ``group_by`` with a combiner; and records through ``map`` into
+JSONL files. The driver checks both against what it computes itself and exits 1 on a
+mismatch. ``--kill-worker`` makes one worker's process end mid-stage (on the first shard it
+takes): the pipeline must still produce the right output.
+
+    python examples/zephyr_pipeline.py --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+NUMBERS = 60
+OFFSET = 100
+RECORDS = 12
+
+
+def add_offset(x: int) -> int:
+    """Adds the shared offset (put by the driver with ``ctx.put``)."""
+    from zephyr import zephyr_worker_ctx
+
+    return x + zephyr_worker_ctx().get_shared("offset")
+
+
+def keep(x: int) -> bool:
+    return x % 3 != 0
+
+
+def both_signs(x: int) -> list[int]:
+    return [x, -x]
+
+
+def sign(x: int) -> bool:
+    return x > 0
+
+
+def count_group(key: bool, items: Iterator[int]) -> dict[str, Any]:
+    values = list(items)
+    return {"positive": key, "count": len(values), "total": sum(values)}
+
+
+def pass_through(key: bool, items: Iterator[int]) -> Iterator[int]:
+    """A combiner: pre-aggregation on the map side (here it keeps every item)."""
+    return iter(list(items))
+
+
+def double(record: dict[str, int]) -> dict[str, int]:
+    return {"id": record["id"], "value": record["value"] * 2}
+
+
+class KillOnce:
+    """``map`` that kills its worker actor's process the first time any worker runs it (a
+    marker file records that it happened), as an out-of-memory kill would. Zephyr runs a
+    shard in a subprocess of the worker on a cluster: its parent is the worker actor."""
+
+    def __init__(self, marker: str, driver_pid: int) -> None:
+        self.marker = marker
+        self.driver_pid = driver_pid
+
+    def __call__(self, x: int) -> int:
+        if os.getpid() == self.driver_pid:
+            raise RuntimeError("--kill-worker needs workers in processes of their own (Ray, Iris)")
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return x
+        os.write(fd, str(os.getppid()).encode())
+        os.close(fd)
+        os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(137)
+
+
+def expected_groups() -> list[dict[str, Any]]:
+    kept = [x + OFFSET for x in range(NUMBERS) if (x + OFFSET) % 3 != 0]
+    return [
+        {"positive": False, "count": len(kept), "total": -sum(kept)},
+        {"positive": True, "count": len(kept), "total": sum(kept)},
+    ]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from zephyr import Dataset, ZephyrContext
+
+    import fray
+
+    client = fray.current_client()
+    work = args.work_dir or tempfile.mkdtemp(prefix="zephyr-on-fray-")
+    ctx = ZephyrContext(
+        client=client,
+        max_workers=args.workers,
+        chunk_storage_prefix=os.path.join(work, "chunks"),
+        name="example",
+        max_execution_retries=3,
+    )
+    ctx.put("offset", OFFSET)
+    started = time.monotonic()
+
+    numbers = Dataset.from_list(list(range(NUMBERS)))
+    if args.kill_worker:
+        numbers = numbers.map(KillOnce(os.path.join(work, "killed.pid"), os.getpid()))
+    grouped = (
+        numbers.map(add_offset)
+        .filter(keep)
+        .flat_map(both_signs)
+        .group_by(key=sign, reducer=count_group, combiner=pass_through)
+    )
+    groups = sorted(ctx.execute(grouped).results, key=lambda g: g["positive"])
+
+    out = os.path.join(work, "out")
+    records = Dataset.from_list([{"id": i, "value": i} for i in range(RECORDS)]).map(double)
+    written = ctx.execute(records.write_jsonl(os.path.join(out, "part-{shard:05d}.jsonl"))).results
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "*.jsonl"))):
+        with open(path) as f:
+            rows.extend(json.loads(line) for line in f)
+    rows.sort(key=lambda r: r["id"])
+
+    checks = {
+        "group_by": groups == expected_groups(),
+        "written_files": len(written) == len(glob.glob(os.path.join(out, "*.jsonl"))) > 0,
+        "written_rows": rows == [{"id": i, "value": 2 * i} for i in range(RECORDS)],
+        "worker_killed": (not args.kill_worker) or os.path.exists(os.path.join(work, "killed.pid")),
+    }
+    return {
+        "backend": getattr(client, "scheme", type(client).__name__),
+        "groups": groups,
+        "rows": len(rows),
+        "checks": checks,
+        "ok": all(checks.values()),
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, default=2, help="Zephyr worker actors")
+    parser.add_argument("--kill-worker", action="store_true", help="kill one worker mid-stage")
+    parser.add_argument("--work-dir", help="where chunks and outputs go (default: a temp dir)")
+    parser.add_argument("--report", help="also write the summary as JSON here")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    summary = run(args)
+    line = json.dumps(summary, sort_keys=True)
+    print(line)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(line)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
