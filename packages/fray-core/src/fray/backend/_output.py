@@ -269,9 +269,11 @@ def restore_output(previous: Any) -> None:
     _route.set(previous)
     if current is not None and current[1]:
         # The routed code's echoed last line ends with it: this thread may next run
-        # another job, whose first line must not be joined to it.
+        # another job, whose first line must not be joined to it. Only this thread adds or
+        # takes its own unfinished line, so whether it has one is read without the lock.
+        me = threading.get_ident()
         for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, _Router):
+            if isinstance(stream, _Router) and me in stream._partial:
                 stream._write_lines("", end=True)
 
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalActor", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
 
+_RUNNING = JobStatus.RUNNING
+
 
 class _Mailbox:
     """Runs an actor's calls in arrival order, at most ``limit`` at a time.
@@ -37,7 +39,8 @@ class _Mailbox:
     def __init__(self, actor: LocalActor, limit: int) -> None:
         self._actor = actor
         self._limit = limit
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._queue: collections.deque[tuple[Future[Any], str, tuple[Any, ...], dict[str, Any]]]
         self._queue = collections.deque()
         self._active = 0
@@ -46,7 +49,10 @@ class _Mailbox:
         self._closed = False
 
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        with self._cond:
+        # The condition's own lock, not the condition: its ``with`` is a C call, the
+        # condition's two Python ones, and an uncontended call takes it twice.
+        lock = self._lock
+        with lock:
             if self._closed:
                 raise self._actor.died_error()
             inline = self._active < self._limit and not self._queue
@@ -57,7 +63,7 @@ class _Mailbox:
         try:
             return self._actor.invoke(method, args, kwargs)
         finally:
-            with self._cond:
+            with lock:
                 self._active -= 1
                 if self._queue:
                     self._cond.notify()
@@ -223,13 +229,18 @@ class LocalActorMethod:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits."""
-        return self._handle._actor().mailbox.call(self._method, args, kwargs)
+        actor = self._handle._resolved
+        if actor is None or actor.status is not _RUNNING:  # else _actor() would return it
+            actor = self._handle._actor()
+        return actor.mailbox.call(self._method, args, kwargs)
 
 
 class LocalActorHandle:
     """Handle to a local actor. Pickles by name; resolves in the same process."""
 
-    __slots__ = ("_key", "_resolved")
+    # ``__dict__`` caches the method objects: ``handle.f`` then finds ``f`` there instead of
+    # failing the normal lookup (an AttributeError raised and caught) on every call.
+    __slots__ = ("__dict__", "_key", "_resolved")
 
     def __init__(self, key: str) -> None:
         self._key = key
@@ -255,7 +266,8 @@ class LocalActorHandle:
     def __getattr__(self, method: str) -> LocalActorMethod:
         if method.startswith("_"):
             raise AttributeError(method)
-        return LocalActorMethod(self, method)
+        bound = self.__dict__[method] = LocalActorMethod(self, method)
+        return bound
 
     @property
     def __call__(self) -> LocalActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
