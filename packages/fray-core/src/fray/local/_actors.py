@@ -50,7 +50,7 @@ class _Mailbox:
 
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # The condition's own lock, not the condition: its ``with`` is a C call, the
-        # condition's two Python ones, and an uncontended call takes it twice.
+        # condition's two Python ones.
         lock = self._lock
         with lock:
             if self._closed:
@@ -63,10 +63,18 @@ class _Mailbox:
         try:
             return self._actor.invoke(method, args, kwargs)
         finally:
-            with lock:
-                self._active -= 1
+            if self._limit == 1:
+                # The one call running: every other claim is made under the lock and sees 1,
+                # so nothing else writes ``_active`` until this store, which needs no lock.
+                self._active = 0
                 if self._queue:
-                    self._cond.notify()
+                    with lock:
+                        self._cond.notify()
+            else:
+                with lock:
+                    self._active -= 1
+                    if self._queue:
+                        self._cond.notify()
 
     def submit(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
         future: Future[Any] = _LocalActorFuture()
