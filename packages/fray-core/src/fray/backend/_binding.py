@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fray import _actor, _client
@@ -29,24 +29,24 @@ __all__ = [
 ]
 
 
-def bind_client(client: Any) -> contextvars.Token[Any]:
-    """Makes ``client`` the current client in this context; undo with :func:`unbind_client`."""
-    return _client._explicit.set(client)
+# The four below are the context variables' own ``set`` and ``reset``, not functions that
+# call them: an actor call binds and unbinds both on every call, and a Python frame around
+# each would cost more than the variables themselves.
 
+bind_client: Callable[[Any], contextvars.Token[Any]] = _client._explicit.set
+"""``bind_client(client)`` makes ``client`` the current client in this context and returns a
+token; undo with :func:`unbind_client`."""
 
-def unbind_client(token: contextvars.Token[Any]) -> None:
-    """Undoes :func:`bind_client`."""
-    _client._explicit.reset(token)
+unbind_client: Callable[[contextvars.Token[Any]], None] = _client._explicit.reset
+"""``unbind_client(token)`` undoes :func:`bind_client`."""
 
+bind_actor: Callable[[ActorContext | None], contextvars.Token[ActorContext | None]]
+bind_actor = _actor._current.set
+"""``bind_actor(context)`` makes ``context`` what ``current_actor()`` answers in this context
+and returns a token; undo with :func:`unbind_actor`."""
 
-def bind_actor(context: ActorContext | None) -> contextvars.Token[ActorContext | None]:
-    """Makes ``context`` what ``current_actor()`` answers here; undo with :func:`unbind_actor`."""
-    return _actor._current.set(context)
-
-
-def unbind_actor(token: contextvars.Token[ActorContext | None]) -> None:
-    """Undoes :func:`bind_actor`."""
-    _actor._current.reset(token)
+unbind_actor: Callable[[contextvars.Token[ActorContext | None]], None] = _actor._current.reset
+"""``unbind_actor(token)`` undoes :func:`bind_actor`."""
 
 
 def current_actor_context() -> ActorContext | None:

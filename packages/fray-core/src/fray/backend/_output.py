@@ -55,12 +55,28 @@ class LogBuffer:
     is lost.
     """
 
+    __slots__ = ("_lock", "_partial", "_waiting", "closed", "lines")
+
     def __init__(self) -> None:
         self.lines: list[tuple[float, str]] = []
         # By thread: what it wrote after its last newline, and the prefix of its lines.
         self._partial: dict[int, tuple[str, str]] = {}
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        # Made by the first reader that waits: most jobs' output is never followed, and a
+        # Condition is several objects per job for the collector to walk.
+        self._waiting: threading.Condition | None = None
         self.closed = False
+
+    def _wake(self) -> None:
+        """Wakes waiting readers; call it holding ``_lock``."""
+        if self._waiting is not None:
+            self._waiting.notify_all()
+
+    def _wait(self, timeout: float) -> None:
+        """Waits for :meth:`_wake`, at most ``timeout``; call it holding ``_lock``."""
+        if self._waiting is None:
+            self._waiting = threading.Condition(self._lock)
+        self._waiting.wait(timeout)
 
     def write(self, text: str, prefix: str = "") -> None:
         """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
@@ -68,7 +84,7 @@ class LogBuffer:
         if not text:
             return
         me = threading.get_ident()
-        with self._cond:
+        with self._lock:
             pending = self._partial.pop(me, None)
             if pending:
                 text = pending[0] + text
@@ -78,34 +94,34 @@ class LogBuffer:
             if complete:
                 now = time.time()
                 self.lines.extend((now, prefix + line) for line in complete)
-                self._cond.notify_all()
+                self._wake()
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._partial:
                 now = time.time()
                 self.lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
                 self._partial.clear()
             self.closed = True
-            self._cond.notify_all()
+            self._wake()
 
     def reopen(self) -> None:
-        with self._cond:
+        with self._lock:
             self.closed = False
 
     def wait_for_more(self, count: int, timeout: float) -> None:
         """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
-        with self._cond:
+        with self._lock:
             if len(self.lines) <= count and not self.closed:
-                self._cond.wait(timeout)
+                self._wait(timeout)
 
     def follow(self, start: int = 0) -> Iterator[str]:
         """Yields lines from ``start`` on, waiting for new ones until the buffer is closed."""
         index = start
         while True:
-            with self._cond:
+            with self._lock:
                 while index >= len(self.lines) and not self.closed:
-                    self._cond.wait(0.5)
+                    self._wait(0.5)
                 batch = self.lines[index:]
                 closed = self.closed
             for _ts, line in batch:
@@ -269,9 +285,11 @@ def restore_output(previous: Any) -> None:
     _route.set(previous)
     if current is not None and current[1]:
         # The routed code's echoed last line ends with it: this thread may next run
-        # another job, whose first line must not be joined to it.
+        # another job, whose first line must not be joined to it. Only this thread adds or
+        # takes its own unfinished line, so whether it has one is read without the lock.
+        me = threading.get_ident()
         for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, _Router):
+            if isinstance(stream, _Router) and me in stream._partial:
                 stream._write_lines("", end=True)
 
 

@@ -25,33 +25,46 @@ logger = logging.getLogger("fray.backend")
 
 
 class _Done:
-    """That a job has ended, for threads that block on it: ``flag`` is read without a lock,
-    and the ``Event`` exists only once a thread waits."""
+    """That a job has ended, for threads that block on it: ``flag`` is read without a lock.
 
-    __slots__ = ("_event", "flag")
+    Each waiter blocks on a lock of its own that :meth:`set` releases (what
+    ``threading.Event`` does beneath its ``Condition``, without building one per job).
+    """
+
+    __slots__ = ("_waiters", "flag")
     _lock = threading.Lock()
 
     def __init__(self) -> None:
         self.flag = False
-        self._event: threading.Event | None = None
+        self._waiters: list[threading.Lock] = []
 
     def set(self) -> None:
         with self._lock:
             self.flag = True
-            event = self._event
-        if event is not None:
-            event.set()
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.release()
 
     def wait(self, timeout: float | None = None) -> bool:
         if self.flag:
             return True
+        waiter = threading.Lock()
+        waiter.acquire()
         with self._lock:
             if self.flag:
                 return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        return event.wait(timeout)
+            self._waiters.append(waiter)
+        if timeout is None:
+            woken = waiter.acquire()
+        elif timeout > 0:
+            woken = waiter.acquire(True, timeout)
+        else:
+            woken = waiter.acquire(False)
+        if not woken:
+            with self._lock:  # unless set() has just taken it to release it
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return woken or self.flag
 
 
 class _Pending:

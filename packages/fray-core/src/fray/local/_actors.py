@@ -30,6 +30,8 @@ __all__ = ["LocalActor", "LocalActorGroup", "LocalActorHandle", "LocalActorMetho
 
 logger = logging.getLogger(__name__)
 
+_RUNNING = JobStatus.RUNNING
+
 
 class _Mailbox:
     """Runs an actor's calls in arrival order, at most ``limit`` at a time.
@@ -41,7 +43,8 @@ class _Mailbox:
     def __init__(self, actor: LocalActor, limit: int) -> None:
         self._actor = actor
         self._limit = limit
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._queue: collections.deque[tuple[Future[Any], str, tuple[Any, ...], dict[str, Any]]]
         self._queue = collections.deque()
         self._active = 0
@@ -50,7 +53,10 @@ class _Mailbox:
         self._closed = False
 
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        with self._cond:
+        # The condition's own lock, not the condition: its ``with`` is a C call, the
+        # condition's two Python ones.
+        lock = self._lock
+        with lock:
             if self._closed:
                 raise self._actor.died_error()
             inline = self._active < self._limit and not self._queue
@@ -61,10 +67,18 @@ class _Mailbox:
         try:
             return self._actor.invoke(method, args, kwargs)
         finally:
-            with self._cond:
-                self._active -= 1
+            if self._limit == 1:
+                # The one call running: every other claim is made under the lock and sees 1,
+                # so nothing else writes ``_active`` until this store, which needs no lock.
+                self._active = 0
                 if self._queue:
-                    self._cond.notify()
+                    with lock:
+                        self._cond.notify()
+            else:
+                with lock:
+                    self._active -= 1
+                    if self._queue:
+                        self._cond.notify()
 
     def submit(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
         future: Future[Any] = _LocalActorFuture()
@@ -290,13 +304,18 @@ class LocalActorMethod:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits."""
-        return self._handle._actor().mailbox.call(self._method, args, kwargs)
+        actor = self._handle._resolved
+        if actor is None or actor.status is not _RUNNING:  # else _actor() would return it
+            actor = self._handle._actor()
+        return actor.mailbox.call(self._method, args, kwargs)
 
 
 class LocalActorHandle:
     """Handle to a local actor. Pickles by name; resolves in the same process."""
 
-    __slots__ = ("_key", "_resolved")
+    # ``__dict__`` caches the method objects: ``handle.f`` then finds ``f`` there instead of
+    # failing the normal lookup (an AttributeError raised and caught) on every call.
+    __slots__ = ("__dict__", "_key", "_resolved")
 
     def __init__(self, key: str) -> None:
         self._key = key
@@ -322,7 +341,8 @@ class LocalActorHandle:
     def __getattr__(self, method: str) -> LocalActorMethod:
         if method.startswith("_"):
             raise AttributeError(method)
-        return LocalActorMethod(self, method)
+        bound = self.__dict__[method] = LocalActorMethod(self, method)
+        return bound
 
     @property
     def __call__(self) -> LocalActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]

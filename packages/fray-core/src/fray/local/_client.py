@@ -15,6 +15,7 @@ meaning on one machine and are accepted as no-ops.
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import logging
 import os
 import re
@@ -83,6 +84,9 @@ class LocalClient(BaseClient):
         self.max_threads = max_threads
         self.echo_logs = echo_logs
         self._uid = secrets.token_hex(4)
+        # Job ids end in 8 hex digits: a count from a random start, unique in this client
+        # (random ones could repeat) and without a system call per job.
+        self._serials = itertools.count(secrets.randbits(32))
         self._pool = JobThreads(max_threads or 1024)
         self._history: JobHistory[LocalJob] = JobHistory()
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
@@ -123,10 +127,10 @@ class LocalClient(BaseClient):
         if parent is not None and parent.client is not self:
             parent = None
         prefix = parent.job_id if parent is not None else os.environ.get(FRAY_JOB_ID)
-        job_id = f"{job_id_part(request.name)}-{secrets.token_hex(4)}"
+        job_id = f"{job_id_part(request.name)}-{next(self._serials) & 0xFFFFFFFF:08x}"
         if prefix:
             job_id = f"{prefix}/{job_id}"
-        job = LocalJob(self, job_id, request, parent)
+        job = LocalJob(self, job_id, request, parent, prefix)
         if process and request.entrypoint.is_callable:
             write_payload(job, os.path.join(self._workdir(), job_id.replace("/", "__")))
         with self._lock:

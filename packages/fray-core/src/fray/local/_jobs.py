@@ -74,11 +74,14 @@ class LocalJob(JobRecord):
     )
 
     def __init__(
-        self, client: LocalClient, job_id: str, request: JobRequest, parent: LocalJob | None
+        self,
+        client: LocalClient,
+        job_id: str,
+        request: JobRequest,
+        parent: LocalJob | None,
+        parent_id: str | None,
     ) -> None:
-        super().__init__(
-            job_id, request, parent.job_id if parent is not None else os.environ.get(FRAY_JOB_ID)
-        )
+        super().__init__(job_id, request, parent_id)
         self.client = client
         self.parent_job = parent
         self.children: list[LocalJob] = []

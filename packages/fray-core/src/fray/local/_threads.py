@@ -3,6 +3,7 @@ stopped by an exception injected into its threads."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import ctypes
@@ -11,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fray.backend import PrefixedSink, bind_client, capture_into
+from fray.backend import PrefixedSink, bind_client, restore_output, route_output
 from fray.local._jobs import LocalJob, Replica, current_job, current_task_index
 
 if TYPE_CHECKING:
@@ -51,14 +52,20 @@ class JobThreads:
         self._size = size
         self._work: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None]
         self._work = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
+        # One token per thread that has finished a job and is waiting for work: taking one is
+        # a C call (a Semaphore's acquire and release each run a Condition in Python).
+        self._idle: collections.deque[None] = collections.deque()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
         self._work.put((fn, args))
-        if self._idle.acquire(timeout=0):  # an idle thread takes it
-            return
+        try:
+            self._idle.pop()
+        except IndexError:
+            pass
+        else:
+            return  # an idle thread takes it
         with self._lock:
             if len(self._threads) < self._size:
                 thread = threading.Thread(
@@ -79,7 +86,7 @@ class JobThreads:
             # An idle thread must not keep its last job (and so its value and output) alive
             # until it takes another one.
             del item, fn, args
-            self._idle.release()
+            self._idle.append(None)
 
     def shutdown(self, wait: bool = True) -> None:
         with self._lock:
@@ -138,7 +145,8 @@ def _run_replica(client: LocalClient, job: LocalJob, replica: Replica) -> Any:
     replica.thread_id = threading.get_ident()
     try:
         sink = job.log if job.request.replica_count == 1 else PrefixedSink(job.log, replica.index)
-        with capture_into(sink, client.echo_logs):
+        previous = route_output(sink, client.echo_logs)
+        try:
             with job.lock:
                 if job.stop_requested or job.timed_out == job.attempts:
                     raise Terminated
@@ -161,6 +169,8 @@ def _run_replica(client: LocalClient, job: LocalJob, replica: Replica) -> Any:
                         _deliver_pending()
                     except Terminated:
                         pass
+        finally:
+            restore_output(previous)
     except Terminated:
         raise
     except BaseException:

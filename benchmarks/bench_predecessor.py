@@ -1,0 +1,195 @@
+"""Fray against its predecessor (``marin-fray``), the same user code side by side.
+
+The predecessor is installed, once, into a venv of its own under the user's cache
+(``~/.cache/fray-bench/predecessor``, made with ``uv venv`` and ``uv pip install``, and reused
+while it holds the pinned version). ``_user_code.py`` is run by both interpreters: Fray's (the
+one running this module) and the predecessor's. Each run starts one fresh interpreter per
+side; for each scenario the two are asked for a sample in turn (a, b, b, a, ...), the warm-up
+round is dropped and the median of the repeats kept. Three such runs give the min, median and
+max of the ratio Fray speed ÷ predecessor (predecessor's time / Fray's), the row's number.
+
+Rows here cover the local backend; the Iris rows (``FrayIrisClient`` on a local Iris cluster)
+and the Zephyr pipeline row belong with the modules that start those.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+from _bench import alternate, at_least, failed_row, main, median
+
+PREDECESSOR = "marin-fray==0.2.20.dev202606180959"
+PREDECESSOR_PYTHON = "3.11"
+RUNS = 3
+MIN_REPEATS = 7  # per run, as in the issue that set the targets
+SCRIPT = Path(__file__).resolve().with_name("_user_code.py")
+
+# scenario in _user_code.py -> (row name, what one sample is per)
+SCENARIOS = {
+    "job_wait": ("vs predecessor: trivial job submit(...).wait(), one at a time", "job"),
+    "jobs_wait_all": ("vs predecessor: 1,000 trivial jobs + wait_all", "job"),
+    "actor_remote": ("vs predecessor: actor .remote().result()", "call"),
+    "actor_blocking": ("vs predecessor: actor blocking call handle.method(x)", "call"),
+}
+HOW = {
+    "job_wait": "median latency of 200 jobs per sample, the request built once",
+    "jobs_wait_all": "1,000 submits then wait_all, wall time / 1,000 per sample",
+    "actor_remote": "median latency of 2,000 calls per sample",
+    "actor_blocking": "wall time of 20,000 calls / 20,000 per sample",
+}
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "fray-bench" / "predecessor"
+
+
+def _installed_version(python: Path) -> str | None:
+    code = "import importlib.metadata as m; print(m.version('marin-fray'))"
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def predecessor_python() -> Path:
+    """The predecessor venv's interpreter, creating the venv if it is missing or stale.
+
+    Raises:
+        RuntimeError: ``uv`` is not on PATH, or it could not make the venv.
+    """
+    venv = _cache_dir()
+    python = venv / "bin" / "python"
+    wanted = PREDECESSOR.split("==", 1)[1]
+    if python.exists() and _installed_version(python) == wanted:
+        return python
+    uv = shutil.which("uv")
+    if uv is None:
+        raise RuntimeError(f"uv is not on PATH: it installs {PREDECESSOR} into {venv}")
+    for argv in (
+        [uv, "venv", "--quiet", "--python", PREDECESSOR_PYTHON, str(venv)],
+        [uv, "pip", "install", "--quiet", "--python", str(python), PREDECESSOR],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"`{' '.join(argv[1:3])}` failed: {' / '.join(tail)}")
+    return python
+
+
+class Side:
+    """One interpreter serving ``_user_code.py``'s scenarios."""
+
+    def __init__(self, python: str | Path, workdir: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen(
+            [str(python), str(SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=workdir,  # nothing there shadows either side's ``fray``
+            env=env,
+        )
+        ready = self._stdout.readline().strip()
+        if ready != "ready":
+            self.close()
+            raise RuntimeError(f"{python} {SCRIPT.name} did not start (said {ready!r})")
+        self.python = python
+
+    @property
+    def _stdout(self) -> IO[str]:
+        assert self.proc.stdout is not None
+        return self.proc.stdout
+
+    def sample(self, scenario: str) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(scenario + "\n")
+        self.proc.stdin.flush()
+        line = self._stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.python} exited during {scenario!r}")
+        return float(json.loads(line)["seconds"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def measure(pred: Path, repeats: int) -> dict[str, list[tuple[float, float]]]:
+    """Per scenario, one (Fray, predecessor) pair of median seconds per run."""
+    found: dict[str, list[tuple[float, float]]] = {name: [] for name in SCENARIOS}
+    with tempfile.TemporaryDirectory(prefix="fray-bench-pred-") as workdir:
+        for _ in range(RUNS):
+            sides = {"fray": Side(sys.executable, workdir)}
+            try:
+                sides["predecessor"] = Side(pred, workdir)
+                for scenario in SCENARIOS:
+                    samples = alternate(
+                        {n: (lambda s=s, c=scenario: s.sample(c)) for n, s in sides.items()},
+                        repeats,
+                    )
+                    found[scenario].append(
+                        (median(samples["fray"]), median(samples["predecessor"]))
+                    )
+            finally:
+                for side in sides.values():
+                    side.close()
+    return found
+
+
+def _rows(found: dict[str, list[tuple[float, float]]], repeats: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for scenario, runs in found.items():
+        name, per = SCENARIOS[scenario]
+        ratios = sorted(p / f for f, p in runs)
+        fray_us = median(f for f, _ in runs) * 1e6
+        pred_us = median(p for _, p in runs) * 1e6
+        ratio = median(ratios)
+        row = at_least(
+            name,
+            ratio,
+            1.0,
+            "x",
+            target=">= 1.0x predecessor (median of 3 runs)",
+            ratio=ratio,
+            note=f"Fray {fray_us:.2f} us vs predecessor {pred_us:.2f} us per {per}; Fray speed "
+            f"/ predecessor min {ratios[0]:.2f}x, median {ratio:.2f}x, max {ratios[-1]:.2f}x "
+            f"over {RUNS} runs, each in fresh interpreters, both sides alternated, median of "
+            f"{repeats} repeats; {HOW[scenario]}",
+        )
+        row["spread"] = {"min": ratios[0], "median": ratio, "max": ratios[-1]}
+        row["seconds"] = {"fray": [f for f, _ in runs], "predecessor": [p for _, p in runs]}
+        rows.append(row)
+    return rows
+
+
+def run(repeats: int) -> list[dict[str, Any]]:
+    """The local rows against the predecessor; see the module docstring."""
+    repeats = max(repeats, MIN_REPEATS)
+    try:
+        pred = predecessor_python()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+        return [failed_row(name, str(err)) for name, _ in SCENARIOS.values()]
+    return _rows(measure(pred, repeats), repeats)
+
+
+if __name__ == "__main__":
+    main(run)
