@@ -6,6 +6,7 @@ on the server when the timeout passes."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import threading
 import time
@@ -139,22 +140,26 @@ class _Operation(CallFuture):
                 self.set_result(value)
 
     def _follow(self, method: str, args: Any, kwargs: Any) -> Any:
+        """Starts the operation (under an id of our own, so a start resent after a dropped
+        connection runs it once), then polls it until it has an outcome."""
         handle = self._handle
-        try:
-            reply = _exchange(handle, ("start", method, args, kwargs))
-        except _Lost as exc:
-            raise ActorUnavailableError(
-                f"lost the connection to hosted actor {handle.name} while starting "
-                f"{method}: {exc}; the call may or may not have started"
-            ) from None
-        if reply[0] != "started":
-            return _outcome(reply)
-        self._op_id = op_id = reply[1]
+        self._op_id = op_id = secrets.token_hex(12)
+        started = contacted = False
         lost_since: float | None = None
         while not self._abandoned.is_set():
             try:
+                if not started:
+                    reply = _exchange(handle, ("start", op_id, method, args, kwargs))
+                    if reply[0] != "started":
+                        return _outcome(reply)
+                    started = contacted = True
+                    lost_since = None
+                    continue
                 reply = _exchange(handle, ("poll", op_id, _POLL_WAIT))
             except (_Lost, ActorUnavailableError) as exc:
+                if not contacted and isinstance(exc, ActorUnavailableError):
+                    raise  # never reached: not serving
+                contacted = True
                 now = time.monotonic()
                 lost_since = lost_since or now
                 if now - lost_since > _RECONNECT_WINDOW:

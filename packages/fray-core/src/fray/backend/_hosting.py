@@ -136,7 +136,7 @@ class ActorServer:
     Requests (after the handshake), one reply each::
 
         ("call", method, args, kwargs)   -> ("ok", value) | ("error", exception)
-        ("start", method, args, kwargs)  -> ("started", op_id)
+        ("start", op_id, method, args, kwargs) -> ("started", op_id)  (once per op_id)
         ("poll", op_id, wait_seconds)    -> ("ok", value) | ("error", exc) | ("pending",)
                                             | ("unknown",)
         ("forget", op_id) / ("cancel", op_id) -> ("done",)
@@ -153,6 +153,7 @@ class ActorServer:
         self._conns: set[socket.socket] = set()
         self._ops: dict[str, Future[Any]] = {}
         self._finished_at: dict[str, float] = {}
+        self._seen: dict[str, float] = {}  # every operation id started, for a while
         self._closed = False
         self.accepted = 0  # connections accepted so far
         with LOCAL_SERVERS_LOCK:
@@ -217,14 +218,17 @@ class ActorServer:
             except BaseException as exc:
                 return ("error", portable_error(exc))
         if kind == "start":
-            op_id = secrets.token_hex(8)
+            op_id = request[1]
             with self._lock:  # registered before anyone can look for it
+                if op_id in self._seen:
+                    return ("started", op_id)  # a start resent after a dropped connection
                 try:
-                    future = self._target.invoke(request[1], request[2], request[3])
+                    future = self._target.invoke(request[2], request[3], request[4])
                 except BaseException as exc:
                     return ("error", portable_error(exc))
                 self._expire_finished()
                 self._ops[op_id] = future
+                self._seen[op_id] = time.monotonic()
             future.add_done_callback(lambda _f: self._mark_finished(op_id))
             return ("started", op_id)
         if kind == "poll":
@@ -265,6 +269,8 @@ class ActorServer:
         for op_id in [o for o, t in self._finished_at.items() if t < cutoff]:
             self._ops.pop(op_id, None)
             del self._finished_at[op_id]
+        for op_id in [o for o, t in self._seen.items() if t < cutoff and o not in self._ops]:
+            del self._seen[op_id]
 
     def operations(self) -> int:
         """Operations (``submit`` calls) the server still holds."""
@@ -277,6 +283,7 @@ class ActorServer:
         with self._lock:
             self._ops.clear()
             self._finished_at.clear()
+            self._seen.clear()
 
     def drop_connections(self) -> None:
         """Closes every open connection (callers of ``submit`` reconnect and poll again;
