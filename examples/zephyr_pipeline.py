@@ -31,6 +31,16 @@ from typing import Any
 NUMBERS = 60
 OFFSET = 100
 RECORDS = 12
+SHARDS = 3  # each list item is a shard: the inputs come as SHARDS chunks
+
+
+def chunks(items: list[Any]) -> list[list[Any]]:
+    """``items`` cut into ``SHARDS`` lists (Zephyr makes one shard per list item)."""
+    return [items[i::SHARDS] for i in range(SHARDS)]
+
+
+def each(chunk: list[Any]) -> list[Any]:
+    return chunk
 
 
 def add_offset(x: int) -> int:
@@ -113,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ctx.put("offset", OFFSET)
     started = time.monotonic()
 
-    numbers = Dataset.from_list(list(range(NUMBERS)))
+    numbers = Dataset.from_list(chunks(list(range(NUMBERS)))).flat_map(each)
     if args.kill_worker:
         numbers = numbers.map(KillOnce(os.path.join(work, "killed.pid"), os.getpid()))
     grouped = (
@@ -125,7 +135,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     groups = sorted(ctx.execute(grouped).results, key=lambda g: g["positive"])
 
     out = os.path.join(work, "out")
-    records = Dataset.from_list([{"id": i, "value": i} for i in range(RECORDS)]).map(double)
+    records = Dataset.from_list(chunks([{"id": i, "value": i} for i in range(RECORDS)]))
+    records = records.flat_map(each).map(double)
     written = ctx.execute(records.write_jsonl(os.path.join(out, "part-{shard:05d}.jsonl"))).results
     rows = []
     for path in sorted(glob.glob(os.path.join(out, "*.jsonl"))):

@@ -31,7 +31,7 @@ def test_zephyr_pipelines(backend: Backend, example: Example, tmp_path: Path) ->
         env=backend.env,
     )
     assert run.returncode == 0, run.output
-    assert run.data["checks"] == {
+    assert run.report["checks"] == {
         "group_by": True,
         "worker_killed": True,
         "written_files": True,
@@ -58,5 +58,5 @@ def test_zephyr_pipeline_survives_a_killed_worker(
     )
     assert run.returncode == 0, run.output
     assert (work / "killed.pid").exists()  # a worker's process really was killed
-    assert all(run.data["checks"].values()), run.data
+    assert all(run.report["checks"].values()), run.report
     backend.after_run()
