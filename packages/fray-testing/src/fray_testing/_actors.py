@@ -15,13 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from fray import ActorConfig, ActorContext, JobStatus, ResourceConfig
+from fray import ActorConfig, JobStatus, ResourceConfig
 from fray.backend import (
     ActorMember,
     BaseActorGroup,
-    ShutdownEvent,
+    InProcessMember,
     binding,
-    restart_allowed,
     validate_actor_args,
 )
 from fray.errors import ActorDiedError, ActorError, InvalidRequestError
@@ -35,7 +34,9 @@ __all__ = ["FakeActorFuture", "FakeActorGroup", "FakeActorHandle", "FakeActorMet
 _REGISTRY: weakref.WeakValueDictionary[str, _FakeActor] = weakref.WeakValueDictionary()
 
 
-class _FakeActor(ActorMember):
+class _FakeActor(InProcessMember):
+    inline_end = True  # calls are synchronous: an actor ends within the call that ends it
+
     def __init__(
         self,
         system: _ActorSystem,
@@ -47,23 +48,21 @@ class _FakeActor(ActorMember):
         *,
         hosted: bool = False,
     ) -> None:
-        handle = FakeActorHandle(key)
-        super().__init__(index, name, handle)
+        super().__init__(index, name, FakeActorHandle(key), group, config, hosted=hosted)
         self.system = system
         self.key = key
-        self.group = group
-        self.config = config
-        self.hosted = hosted
-        self.restarts = 0
-        self.init: tuple[type[Any], tuple[Any, ...], dict[str, Any]] | None = None
-        self.instance: Any = None
         self.lock = threading.RLock()
-        self.context = self.new_context()
 
-    def new_context(self) -> ActorContext:
-        """A fresh context; setting its ``shutdown_event`` ends the actor at once."""
-        event = ShutdownEvent(lambda: self.system.ended(self), self.name, inline=True)
-        return ActorContext(self.handle, self.index, self.group, event)
+    @property
+    def group(self) -> str:
+        return self.group_name
+
+    def restart(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.set_status(JobStatus.PENDING)
+        self.system.construct(self, cls, args, kwargs)
+
+    def finish(self, status: JobStatus, error: BaseException | None) -> None:
+        self.system.die(self, status, error)
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
@@ -226,10 +225,10 @@ class _ActorSystem:
             )
         )
         for actor in actors:
-            self._construct(actor, actor_class, args, kwargs)
+            self.construct(actor, actor_class, args, kwargs)
         return created
 
-    def _construct(
+    def construct(
         self, actor: _FakeActor, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         actor.init = (cls, args, kwargs)
@@ -292,11 +291,15 @@ class _ActorSystem:
                 "kill_actor.actor", name, "no actor or actor group of that name in this FakeClient"
             )
         for actor in victims:
-            self._die(actor, ActorDiedError(f"actor {actor.name} was killed (by FakeClient)"))
+            self.die(
+                actor,
+                JobStatus.FAILED,
+                ActorDiedError(f"actor {actor.name} was killed (by FakeClient)"),
+            )
 
-    def _die(self, actor: _FakeActor, error: BaseException) -> None:
+    def die(self, actor: _FakeActor, status: JobStatus, error: BaseException | None = None) -> None:
         with self.lock:
-            if actor.set_status(JobStatus.FAILED, error):
+            if actor.set_status(status, error):
                 actor.instance = None
 
     def call(
@@ -306,7 +309,7 @@ class _ActorSystem:
         scripted = self._take_failure(actor, method)
         if scripted is not None:
             if isinstance(scripted, ActorDiedError):
-                self._die(actor, scripted)
+                self.die(actor, JobStatus.FAILED, scripted)
             raise scripted
         if actor.status is not JobStatus.RUNNING:
             raise actor.died_error()
@@ -319,31 +322,8 @@ class _ActorSystem:
                     return getattr(instance, method)(*args, **kwargs)
             except SystemExit as exc:  # ends the actor, as it ends a real actor's process
                 died = ActorDiedError(f"actor {actor.name} exited (SystemExit({exc.code!r}))")
-                self._die(actor, died)
+                self.die(actor, JobStatus.FAILED, died)
                 raise died from None
-
-    def ended(self, actor: _FakeActor) -> None:
-        """The actor set its ``shutdown_event`` (itself, or through ``fail``): SUCCEEDED,
-        a restart while ``max_restarts`` allows, or FAILED; a hosted actor just stops."""
-        failure = actor.context.failure
-        if failure is not None and not actor.hosted:
-            if restart_allowed(actor.restarts, actor.config.max_restarts):
-                actor.restarts += 1
-                actor.set_status(JobStatus.PENDING)
-                actor.context = actor.new_context()
-                assert actor.init is not None
-                self._construct(actor, *actor.init)
-                return
-            error = ActorDiedError(
-                f"actor {actor.name} failed: {type(failure).__name__}: {failure}"
-            )
-            error.__cause__ = failure
-            self._die(actor, error)
-            return
-        with self.lock:
-            status = JobStatus.SUCCEEDED if failure is None else JobStatus.FAILED
-            if actor.set_status(status, failure):
-                actor.instance = None
 
     def stop(self, actors: list[_FakeActor]) -> None:
         with self.lock:

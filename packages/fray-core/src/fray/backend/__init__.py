@@ -7,6 +7,8 @@ A backend is a client class plus the few hooks only it can write::
     BaseJobHandle      wait / result / logs (tails, follow) / info / add_done_callback over
                        the hooks _terminate, _lines and, where state is polled, _refresh
     ActorMember        one actor as its group sees it (handle, status, error)
+    InProcessMember    an actor whose instance lives here (local, fake): its context and its
+                       own ending (shutdown_event, fail, restarts), over restart and finish
     BaseActorGroup     wait_ready / discover_new / statuses / is_done / shutdown over
                        members, with the hook _stop (and _refresh where states are polled)
     BaseClient         context manager, create_actor as a group of one, host_actor (over
@@ -51,6 +53,7 @@ from fray.backend._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_l
 from fray.backend._hosted_handle import HostedActorHandle, HostedActorMethod
 from fray.backend._hosting import ActorServer, HostedInstance, host_in_process
 from fray.backend._ids import job_id_part, name_of_id_part
+from fray.backend._inprocess import InProcessMember
 from fray.backend._output import (
     LineSink,
     LogBuffer,
@@ -64,6 +67,7 @@ from fray.backend._output import (
 )
 from fray.backend._record import JobRecord
 from fray.backend._runner import call_outcome, exit_code_of, portable_error
+from fray.backend._wire import CallFuture
 
 __all__ = [
     "DEFAULT_JOB_HISTORY",
@@ -72,9 +76,11 @@ __all__ = [
     "BaseActorGroup",
     "BaseClient",
     "BaseJobHandle",
+    "CallFuture",
     "HostedActorHandle",
     "HostedActorMethod",
     "HostedInstance",
+    "InProcessMember",
     "JobHistory",
     "JobRecord",
     "LineSink",

@@ -7,21 +7,20 @@ import collections
 import logging
 import threading
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
-from fray._actor import ActorContext, ShutdownEvent
 from fray._types import ActorConfig, JobStatus
 from fray.backend import (
     ActorMember,
     BaseActorGroup,
+    CallFuture,
+    InProcessMember,
     bind_actor,
     bind_client,
-    restart_allowed,
     unbind_actor,
     unbind_client,
 )
-from fray.errors import ActorDiedError, ActorError, JobTimeoutError
+from fray.errors import ActorDiedError, ActorError
 
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
@@ -81,7 +80,7 @@ class _Mailbox:
                         self._cond.notify()
 
     def submit(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
-        future: Future[Any] = _LocalActorFuture()
+        future: Future[Any] = CallFuture()
         with self._cond:
             if self._closed:
                 raise self._actor.died_error()
@@ -132,25 +131,9 @@ class _Mailbox:
                 worker.join(timeout=5)
 
 
-class _LocalActorFuture(Future[Any]):
-    """A ``concurrent.futures.Future`` whose timeout is a ``JobTimeoutError``."""
-
-    def result(self, timeout: float | None = None) -> Any:
-        try:
-            return super().result(timeout)
-        except FutureTimeout:
-            if self.done():
-                raise
-            raise JobTimeoutError(f"actor call did not finish within {timeout}s") from None
-
-
-class LocalActor(ActorMember):
-    """One local actor: its instance, its mailbox and its context.
-
-    Setting its context's ``shutdown_event`` ends it: SUCCEEDED, or after ``fail(exc)`` a
-    restart (a fresh ``__init__``) while ``max_restarts`` allows, else FAILED. A hosted actor
-    is never restarted: it stops serving.
-    """
+class LocalActor(InProcessMember):
+    """One local actor: its instance, its mailbox and its context (its own ending is the
+    seam's ``InProcessMember``'s)."""
 
     def __init__(
         self,
@@ -163,24 +146,11 @@ class LocalActor(ActorMember):
         *,
         hosted: bool = False,
     ) -> None:
-        handle = LocalActorHandle(key)
-        super().__init__(index, name, handle)
+        self.ready = threading.Event()
+        super().__init__(index, name, LocalActorHandle(key), group, config, hosted=hosted)
         self.client = client
         self.key = key
-        self.group_name = group
-        self.config = config
-        self.hosted = hosted
-        self.restarts = 0
-        self.instance: Any = None
-        self.ready = threading.Event()
         self.mailbox = _Mailbox(self, config.max_concurrency)
-        self.context = self._new_context()
-        self._init: tuple[type[Any], tuple[Any, ...], dict[str, Any]] | None = None
-
-    def _new_context(self) -> ActorContext:
-        return ActorContext(
-            self.handle, self.index, self.group_name, ShutdownEvent(self._ended, self.name)
-        )
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
@@ -201,7 +171,7 @@ class LocalActor(ActorMember):
 
     def construct(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Runs the class's ``__init__`` and reports the outcome."""
-        self._init = (cls, args, kwargs)
+        self.init = (cls, args, kwargs)
         token = bind_actor(self.context)
         client_token = bind_client(self.client)
         try:
@@ -217,40 +187,18 @@ class LocalActor(ActorMember):
             unbind_actor(token)
             self.ready.set()
 
-    def _ended(self) -> None:
-        """The actor set its ``shutdown_event`` (itself, or through ``fail``)."""
-        failure = self.context.failure
-        if failure is not None and not self.hosted and self._may_restart():
-            logger.warning(
-                "actor %s failed (%s: %s); restarting it (%d so far)",
-                self.name,
-                type(failure).__name__,
-                failure,
-                self.restarts,
-            )
-            self.ready.clear()
-            self.set_status(JobStatus.PENDING)
-            self.context = self._new_context()
-            self.instance = None
-            assert self._init is not None
-            self.construct(*self._init)
-            return
-        if failure is None:
-            self.set_status(JobStatus.SUCCEEDED)
-        else:
-            error = ActorDiedError(f"actor {self.name} failed: {type(failure).__name__}: {failure}")
-            error.__cause__ = failure
-            self.set_status(JobStatus.FAILED, error)
+    def restart(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.ready.clear()
+        self.set_status(JobStatus.PENDING)
+        self.instance = None
+        self.construct(cls, args, kwargs)
+
+    def finish(self, status: JobStatus, error: BaseException | None) -> None:
+        self.set_status(status, error)
         if self.hosted:
             self.client._stop_actors([self])  # pyright: ignore[reportPrivateUsage]
         else:
             self.mailbox.close()
-
-    def _may_restart(self) -> bool:
-        if not restart_allowed(self.restarts, self.config.max_restarts):
-            return False
-        self.restarts += 1
-        return True
 
 
 _ACTORS: dict[str, LocalActor] = {}
