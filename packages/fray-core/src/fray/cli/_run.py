@@ -312,6 +312,12 @@ _TICK_S = 0.05
 # of the stopped job may take to arrive.
 _SUBMIT_GRACE_S = 1.0
 _LOG_DRAIN_ON_STOP_S = 0.3
+# A remote backend that does not confirm the stop within this (its controller hung or gone)
+# is left to finish it: `fray run` exits, saying so. The local backend is always waited for,
+# since the job's processes are this process's children. Closing the client after a stop
+# gets a moment more (a client whose jobs have all ended closes in milliseconds).
+_STOP_BUDGET_S = 0.9
+_CLOSE_AFTER_STOP_S = 0.2
 
 
 def _in_background(call: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
@@ -345,6 +351,12 @@ def _wait_or_stop(
     return future.done()
 
 
+def _stop(handle: Any) -> None:
+    """Terminates the job unless it has finished."""
+    if not handle.status().is_finished:
+        handle.terminate()
+
+
 def _open_client(spec: str | None) -> tuple[Any, bool]:
     """The client for ``spec`` and whether it is the local backend."""
     from fray._client import client_from_spec, current_client, parse_client_spec
@@ -374,6 +386,7 @@ def run_command(args: argparse.Namespace) -> int:
     spec, _reason = choose_spec(args.spec)
     mask = Masker([env, os.environ])
     store: StateStore | None = None
+    stop_signal: list[int] = []  # the signal that stopped this run, once one has
     client, local = _open_client(spec)
     try:
         if local:
@@ -385,10 +398,13 @@ def run_command(args: argparse.Namespace) -> int:
                     f"cannot write the state directory {store.describe()}: {err}",
                     hint="set FRAY_STATE_DIR to a writable directory or bucket URL",
                 ) from err
-        return _run(client, request, command, env, mask, store)
+        return _run(client, request, command, env, mask, store, stop_signal)
     finally:
-        with contextlib.suppress(Exception):
-            client.shutdown()
+        closing = _in_background(client.shutdown, "fray-run-shutdown")
+        if local or not stop_signal:
+            concurrent.futures.wait([closing])
+        else:  # stopped: a remote backend may be unreachable by now
+            concurrent.futures.wait([closing], timeout=_CLOSE_AFTER_STOP_S)
 
 
 def _run(
@@ -398,10 +414,9 @@ def _run(
     env: dict[str, str],
     mask: Callable[[str], str],
     store: StateStore | None,
+    stop_signal: list[int],
 ) -> int:
     from fray.local import grace_seconds
-
-    stop_signal: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         if not stop_signal:
@@ -477,12 +492,21 @@ def _run(
                 break
             if recorder is not None:
                 recorder.update(handle.info(), mask)
-        if stop_signal and not handle.status().is_finished:
+        if stop_signal:
             name = signal.Signals(stop_signal[0]).name
             if tty:
                 sys.stderr.write(f"\nfray: {name}: stopping job {handle.job_id}...\n")
                 sys.stderr.flush()
-            handle.terminate()
+            stopping = _in_background(lambda: _stop(handle), "fray-run-stop")
+            budget = None if store is not None else _STOP_BUDGET_S
+            if not concurrent.futures.wait([stopping], timeout=budget).done:
+                sys.stderr.write(
+                    f"fray: {name}: asked job {handle.job_id} to stop; its backend did not "
+                    f"confirm within {_STOP_BUDGET_S:g} s\n"
+                )
+                sys.stderr.flush()
+                return 128 + stop_signal[0]
+            stopping.result()
         reader.join(timeout=_LOG_DRAIN_ON_STOP_S if stop_signal else 30)
         info = handle.info()
         status = info.status
