@@ -199,6 +199,20 @@ def test_connect_errors_become_fray_errors() -> None:
         assert isinstance(caught.value.__cause__, ConnectError)
 
 
+def test_a_stale_client_gets_irises_text_and_what_to_do() -> None:
+    from connectrpc.code import Code
+    from connectrpc.errors import ConnectError
+
+    from fray_iris._convert import translate_errors
+
+    text = "marin-iris client is too old: your build is 2026-10-24, this controller runs ..."
+    with pytest.raises(InvalidRequestError) as caught, translate_errors("submit j", job_id="j"):
+        raise ConnectError(Code.FAILED_PRECONDITION, text)
+    message = str(caught.value)
+    assert text in message
+    assert "install the marin-iris release this controller runs" in message
+
+
 def test_fray_ids_drop_the_iris_user() -> None:
     from fray_iris._task import fray_job_id
 

@@ -304,7 +304,8 @@ def translate_errors(
             if "client is too old" in (err.message or ""):
                 text += (
                     f" (fray-iris runs marin-iris {_iris.IRIS_VERSION}: install the marin-iris "
-                    "release this controller runs, or a newer one, and submit again)"
+                    "release this controller runs, or a newer one, and submit again; on Python "
+                    "3.11 fray-iris can only use 0.2.20, so use Python 3.12 or 3.13)"
                 )
             raise InvalidRequestError(text, field=what, value=job_id, allowed=err.message) from err
         if code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
