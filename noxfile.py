@@ -6,7 +6,10 @@ Each ``tests`` session installs one package with only its own dependencies (from
 
 from __future__ import annotations
 
+import glob
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +17,7 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests", "examples", "compat"]
+nox.options.sessions = ["lint", "typecheck", "tests", "iris-3.12", "examples", "compat"]
 
 PACKAGES = ["fray-core", "fray-testing", "fray-tpu", "fray-ray", "fray-iris"]
 
@@ -28,6 +31,29 @@ _ENV = {
     "FRAY_CLIENT_SPEC": "",
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
 }
+
+
+def _pyenv_python(minor: str) -> str:
+    """The newest pyenv-installed ``python<minor>`` (``$(pyenv root)/versions/<minor>*``).
+
+    Machines of this project get Python 3.12 and 3.13 from pyenv, where uv does not look
+    for interpreters (it would try to download one); ``FRAY_PYTHON_<minor>`` (e.g.
+    ``FRAY_PYTHON_3_12``) names another. Falls back to the bare version, for uv to find.
+    """
+    explicit = os.environ.get(f"FRAY_PYTHON_{minor.replace('.', '_')}")
+    if explicit:
+        return explicit
+    roots = [os.environ.get("PYENV_ROOT", "")]
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        found = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=False)
+        roots.append(found.stdout.strip())
+    roots.append(os.path.expanduser("~/.pyenv"))
+    for root in filter(None, roots):
+        candidates = glob.glob(os.path.join(root, "versions", f"{minor}*", "bin", f"python{minor}"))
+        if candidates:
+            return max(candidates, key=lambda path: [int(n) for n in re.findall(r"\d+", path)])
+    return minor
 
 
 # ``uv run`` names its own binary in UV: it works where pip put uv off PATH.
@@ -62,6 +88,38 @@ def tests(session: nox.Session, package: str) -> None:
         "no:cacheprovider",
         *session.posargs,
         env=env,
+    )
+
+
+@nox.session(name="iris-3.12", python=_pyenv_python("3.12"))
+def iris_312(session: nox.Session) -> None:
+    """fray-iris's tests (its conformance run and integration tests included) on Python 3.12,
+    against the marin-iris line Iris users run today (0.2.227; ``tests`` runs them on 3.11
+    against 0.2.20), then the three example workloads on that Iris (``examples`` runs them on
+    3.11). Arguments go to both pytest runs."""
+    _sync(session, "--package", "fray-iris", "--group", "test")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "packages/fray-iris/tests",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env=dict(_ENV),
+    )
+    _sync(session, "--all-packages", "--group", "examples")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "examples/tests",
+        "-k",
+        "iris",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env=dict(_ENV),
     )
 
 

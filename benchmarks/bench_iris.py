@@ -10,32 +10,25 @@ round discarded and the median of the repeats reported; the ratio is raw time / 
 * actor call round trip: one blocking call of a method that returns its argument, on an
   actor served in an Iris task. Raw: ``iris.actor.ActorClient``; Fray: ``handle.method(x)``.
 
-The cluster is started here, inside a private temp folder, with the controller's 14-day
-client-freshness check turned off and a 0.1 s reconcile interval (both for this cluster
-only), exactly as the fray-iris test fixture does. Run alone with
+The cluster is ``fray_testing.iris_cluster.LocalIrisCluster``, the one the fray-iris tests
+run on (a private temp folder, the freshness check widened and a 0.1 s reconcile, for this
+cluster only), on whichever marin-iris line is installed (0.2.20 on Python 3.11, 0.2.227 on
+3.12+). Run alone with
 ``python benchmarks/bench_iris.py [--repeats N]`` or through ``benchmarks/run.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import functools
-import logging
-import os
 import secrets
-import shutil
-import tempfile
 import threading
 import time
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
 from _bench import alternate, at_least, failed_row, main, median
 
 CALLS_PER_SAMPLE = 200
 CLUSTER_YAML = """
+name: fray-bench
 platform:
   local:
 controller:
@@ -66,8 +59,8 @@ class Echo:
 
 def raw_echo_actor(endpoint: str) -> None:
     """Raw Iris: serve an Echo on the task's ``actor`` port and register it."""
-    from iris.actor import ActorServer
-    from iris.client import iris_ctx
+    from iris.actor.server import ActorServer
+    from iris.client.client import iris_ctx
 
     ctx = iris_ctx()
     server = ActorServer(host="127.0.0.1", port=ctx.get_port("actor"))
@@ -75,51 +68,6 @@ def raw_echo_actor(endpoint: str) -> None:
     port = server.serve_background()
     ctx.registry.register(endpoint, f"http://127.0.0.1:{port}")
     threading.Event().wait()
-
-
-@contextlib.contextmanager
-def local_cluster() -> Iterator[str]:
-    """An in-process Iris cluster in a private temp folder; yields the controller URL."""
-    root = tempfile.mkdtemp(prefix="fray-bench-iris-")
-    saved_env = {k: os.environ.get(k) for k in ("HOME", "TMPDIR", "FRAY_CLIENT_SPEC")}
-    saved_tempdir = tempfile.tempdir
-    os.makedirs(f"{root}/home")
-    os.makedirs(f"{root}/tmp")
-    os.environ["HOME"] = f"{root}/home"
-    os.environ["TMPDIR"] = f"{root}/tmp"
-    os.environ.pop("FRAY_CLIENT_SPEC", None)
-    tempfile.tempdir = f"{root}/tmp"
-    for name in ("iris", "finelog", "uvicorn"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import iris.cluster.backends.local.cluster as local_cluster_module
-        import iris.cluster.controller.service as controller_service
-        from iris.cluster.config import load_config, make_local_config
-        from rigging.timing import Duration
-    saved_window = controller_service.FRESHNESS_WINDOW
-    saved_config = local_cluster_module.ControllerConfig
-    controller_service.FRESHNESS_WINDOW = datetime.timedelta(days=365_000)
-    local_cluster_module.ControllerConfig = functools.partial(  # type: ignore[misc]
-        saved_config, poll_interval=Duration.from_seconds(0.1)
-    )
-    config_path = f"{root}/cluster.yaml"
-    with open(config_path, "w") as out:
-        out.write(CLUSTER_YAML)
-    cluster = local_cluster_module.LocalCluster(make_local_config(load_config(config_path)))
-    try:
-        yield cluster.start()
-    finally:
-        cluster.close()
-        controller_service.FRESHNESS_WINDOW = saved_window
-        local_cluster_module.ControllerConfig = saved_config  # type: ignore[misc]
-        tempfile.tempdir = saved_tempdir
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _ratio_row(
@@ -188,7 +136,7 @@ def bench_jobs(url: str, repeats: int) -> dict[str, Any]:
 
 
 def bench_actors(url: str, repeats: int) -> dict[str, Any]:
-    from iris.actor import ActorClient
+    from iris.actor.client import ActorClient
     from iris.client import IrisClient as RawIrisClient
     from iris.cluster.types import Entrypoint as IrisEntrypoint
     from iris.cluster.types import ResourceSpec
@@ -231,7 +179,7 @@ def bench_actors(url: str, repeats: int) -> dict[str, Any]:
             warmup=1,
         )
     finally:
-        host.terminate()
+        host.cancel() if hasattr(host, "cancel") else host.terminate()  # 0.2.227 / 0.2.20
         fray.shutdown()
         raw.shutdown()
     return _ratio_row(
@@ -257,10 +205,12 @@ def run(repeats: int = 5) -> list[dict[str, Any]]:
     # Task processes cannot import this file: ship its functions and classes by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     rows: list[dict[str, Any]] = []
-    with local_cluster() as url:
+    from fray_testing.iris_cluster import LocalIrisCluster
+
+    with LocalIrisCluster(CLUSTER_YAML) as cluster:
         for bench in (bench_jobs, bench_actors):
             try:
-                rows.append(bench(url, repeats))
+                rows.append(bench(cluster.url, repeats))
             except Exception as err:
                 rows.append(failed_row(bench.__name__, f"{type(err).__name__}: {err}"))
     return rows

@@ -12,19 +12,14 @@ with ``FRAY_CLIENT_SPEC`` choosing the backend, against real backends started he
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
-import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +32,7 @@ EXAMPLES = Path(__file__).resolve().parents[1]
 # One CPU scale group is all the examples need; sizes are logical (not checked against the
 # machine). Written to the cluster's temp folder at start.
 IRIS_CONFIG = """\
+name: fray-examples
 platform:
   local:
 controller:
@@ -289,59 +285,16 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _start_iris() -> Iterator[IrisForExamples]:
-    """Starts a local Iris cluster in this process (see the fray-iris tests for why the
-    freshness check is off and the controller polls fast)."""
+    """Starts a local Iris cluster in this process (``fray_testing.iris_cluster``, as the
+    fray-iris tests do); the examples, run with this env, and the tasks, children of this
+    process, see the same HOME and TMPDIR."""
     pytest.importorskip("fray_iris", reason="the Iris examples need fray-iris")
-    with warnings.catch_warnings():
-        # The wheel imports starlette.middleware.wsgi, which warns on import.
-        warnings.simplefilter("ignore")
-        import iris.cluster.backends.local.cluster as local_cluster
-        import iris.cluster.controller.service as controller_service
-        from iris.cluster.config import load_config, make_local_config
-    from rigging.timing import Duration
+    from fray_testing.iris_cluster import LocalIrisCluster
 
-    root = Path(tempfile.mkdtemp(prefix="fray-examples-iris-"))
-    for sub in ("home", "tmp"):
-        (root / sub).mkdir()
-    for name in ("iris", "finelog", "uvicorn"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    patch = pytest.MonkeyPatch()
-    # Iris keeps its tokens in ~/.iris and its state under TMPDIR; the examples (run with this
-    # env) and the tasks (children of this process) see the same folders.
-    patch.setenv("HOME", str(root / "home"))
-    patch.setenv("TMPDIR", str(root / "tmp"))
-    patch.setenv("JAX_PLATFORMS", "cpu")
-    patch.setenv(
-        "PYTHONPATH", os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
-    )
-    patch.delenv("FRAY_CLIENT_SPEC", raising=False)
-    patch.delenv("FRAY_JOB_ID", raising=False)
-    patch.setattr(tempfile, "tempdir", str(root / "tmp"))
-    patch.setattr(controller_service, "FRESHNESS_WINDOW", datetime.timedelta(days=365_000))
-    patch.setattr(
-        local_cluster,
-        "ControllerConfig",
-        functools.partial(local_cluster.ControllerConfig, poll_interval=Duration.from_seconds(0.1)),
-    )
-    config = root / "cluster.yaml"
-    config.write_text(IRIS_CONFIG)
-    cluster = local_cluster.LocalCluster(make_local_config(load_config(str(config))))
-    try:
-        url = cluster.start()
-        yield IrisForExamples(url, root, before)
-    finally:
-        cluster.close()
-        patch.undo()
-        deadline = time.monotonic() + LEFTOVER_TIMEOUT_S
-        left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-        while any(_alive(p) for p in left) and time.monotonic() < deadline:
-            time.sleep(0.1)  # polling interval of a bounded wait
-        alive = [p for p in left if _alive(p)]
-        for proc in alive:
-            proc.kill()
-        shutil.rmtree(root, ignore_errors=True)
-        assert not alive, f"Iris processes outlived the cluster: {[p.pid for p in alive]}"
+    pythonpath = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
+    with LocalIrisCluster(IRIS_CONFIG, env={"PYTHONPATH": pythonpath}) as cluster:
+        yield IrisForExamples(cluster.url, cluster.root, before)
 
 
 # -- the backend an example runs on -----------------------------------------------------------

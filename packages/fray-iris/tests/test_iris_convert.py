@@ -100,9 +100,57 @@ def test_environment_and_retry_budgets() -> None:
     env = converted.environment.to_proto()
     assert env.env_vars["A"] == "1"
     assert env.env_vars["JAX_PLATFORMS"] == "tpu"  # the request beats the device default
-    assert list(env.pip_packages) == ["numpy"]
-    assert list(env.extras) == ["x"]
+    # 0.2.227 turns these into its setup script: compare what Fray asked for
+    assert list(converted.environment.pip_packages or ()) == ["numpy"]
+    assert list(converted.environment.extras or ()) == ["x"]
     assert (converted.max_retries_failure, converted.max_retries_preemption) == (2, 7)
+
+
+def test_job_wide_failure_budget_keeps_each_replica_its_retries() -> None:
+    from fray_iris import _iris
+
+    plain = request(max_retries_failure=2, replicas=3)
+    capped = request(max_retries_failure=2, replicas=3, max_task_failures=4)
+    if _iris.HAS_JOB_FAILURE_BUDGET:  # marin-iris 0.2.227: always passed (Iris's default is 0)
+        assert fray_iris.to_iris_request(plain).kwargs()["max_task_failures"] == 6
+        assert fray_iris.to_iris_request(request()).kwargs()["max_task_failures"] == 0
+        assert fray_iris.to_iris_request(capped).kwargs()["max_task_failures"] == 4
+    else:  # 0.2.20 has no such argument: a budget asked for is refused, naming the field
+        assert "max_task_failures" not in fray_iris.to_iris_request(plain).kwargs()
+        with pytest.raises(InvalidRequestError) as caught:
+            fray_iris.to_iris_request(capped)
+        assert caught.value.field == "max_task_failures"
+        assert "0.2.227" in str(caught.value)
+
+
+def test_priority_is_an_iris_band_and_timeout_a_duration() -> None:
+    converted = fray_iris.to_iris_request(request(priority=3, timeout=90))
+    kwargs = converted.kwargs()
+    assert kwargs["priority_band"] == 3  # PRIORITY_BAND_BATCH on both lines
+    assert kwargs["timeout"].to_seconds() == 90
+    defaults = fray_iris.to_iris_request(request()).kwargs()
+    assert "priority_band" not in defaults and "timeout" not in defaults
+    with pytest.raises(InvalidRequestError) as caught:
+        fray_iris.to_iris_request(request(priority=42))
+    assert caught.value.field == "priority"
+    assert "3 (batch)" in str(caught.value)
+
+
+def test_unreachable_reasons_are_a_few_words() -> None:
+    from connectrpc.code import Code
+    from connectrpc.errors import ConnectError
+
+    from fray_iris._iris import unreachable_reason
+
+    refused = ConnectError(
+        Code.UNAVAILABLE,
+        "Request failed: error sending request for url (http://127.0.0.1:1/x): client error "
+        "(Connect): tcp connect error: Connection refused (os error 111)",
+    )
+    dns = ConnectError(Code.UNAVAILABLE, "client error (Connect): dns error: no records found")
+    assert unreachable_reason(refused) == "connection refused"
+    assert unreachable_reason(dns) == "the host name does not resolve"
+    assert unreachable_reason(ConnectError(Code.DEADLINE_EXCEEDED, "x")) == "no answer within 5 s"
 
 
 def test_docker_image_is_the_task_image_and_workspace_is_refused() -> None:
@@ -149,6 +197,20 @@ def test_connect_errors_become_fray_errors() -> None:
         with pytest.raises(expected) as caught, translate_errors("op", job_id="j"):
             raise ConnectError(code, "boom")
         assert isinstance(caught.value.__cause__, ConnectError)
+
+
+def test_a_stale_client_gets_irises_text_and_what_to_do() -> None:
+    from connectrpc.code import Code
+    from connectrpc.errors import ConnectError
+
+    from fray_iris._convert import translate_errors
+
+    text = "marin-iris client is too old: your build is 2026-10-24, this controller runs ..."
+    with pytest.raises(InvalidRequestError) as caught, translate_errors("submit j", job_id="j"):
+        raise ConnectError(Code.FAILED_PRECONDITION, text)
+    message = str(caught.value)
+    assert text in message
+    assert "install the marin-iris release this controller runs" in message
 
 
 def test_fray_ids_drop_the_iris_user() -> None:

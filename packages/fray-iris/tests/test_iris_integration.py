@@ -17,7 +17,7 @@ import fray
 import fray.backend
 from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
-from fray_iris import IrisClient
+from fray_iris import IrisClient, _iris
 from fray_iris._convert import job_status as fray_status
 from fray_testing.conformance import entrypoints as ep
 
@@ -249,7 +249,7 @@ class SlowStart:
 def test_wait_ready_fails_fast_when_the_hosting_job_dies(iris_client: IrisClient) -> None:
     group = iris_client.create_actor_group(SlowStart, name=f"slow-{os.urandom(3).hex()}", count=1)
     _eventually(lambda: group.job.status() is JobStatus.RUNNING, "the actor job to start")
-    iris_client.iris.terminate(group.job._wire)  # killed behind Fray's back
+    _iris.terminate(iris_client.iris, group.job._wire)  # killed behind Fray's back
     start = time.monotonic()
     with pytest.raises(ActorError, match="stopped"):
         group.wait_ready(timeout=TIMEOUT)
@@ -359,3 +359,60 @@ def test_finished_jobs_age_out_of_the_client(
         assert [third.result(timeout=TIMEOUT), fourth.result(timeout=TIMEOUT)] == [2, 3]
     finally:
         client.shutdown()
+
+
+def test_priority_timeout_and_failure_budget_reach_the_controller(
+    iris_client: IrisClient,
+) -> None:
+    from iris.rpc import controller_pb2
+
+    job = iris_client.submit(
+        JobRequest(
+            name=f"mapped-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.add, [1, 2]),
+            replicas=2,
+            max_retries_failure=3,
+            priority=3,
+            timeout=600,
+        )
+    )
+    assert job.result(timeout=TIMEOUT) == [3, 3]
+    stub = iris_client.iris._cluster_client._client
+    asked = stub.get_job_status(
+        controller_pb2.Controller.GetJobStatusRequest(job_id=job.iris_job_id)
+    ).request
+    assert asked.priority_band == 3  # batch
+    assert asked.timeout.milliseconds == 600_000
+    assert asked.max_retries_failure == 3
+    if _iris.HAS_JOB_FAILURE_BUDGET:  # 0.2.227: each of the 2 replicas keeps its 3 retries
+        assert asked.max_task_failures == 6
+
+
+def test_log_tail_is_read_from_the_end(iris_client: IrisClient) -> None:
+    lines = [f"line {i}" for i in range(40)]
+    job = iris_client.submit(
+        JobRequest(
+            name=f"tail-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.print_lines, lines),
+        )
+    )
+    job.wait(timeout=TIMEOUT)
+    assert list(job.logs(max_lines=5)) == lines[-5:]
+    assert list(job.logs())[-40:] == lines
+
+
+def test_log_tail_of_a_parent_skips_its_childrens_lines(iris_client: IrisClient) -> None:
+    job = iris_client.submit(
+        JobRequest(
+            name=f"tailp-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(
+                ep.print_and_spawn, ["parent says hi", "kid", "kid says hi"]
+            ),
+        )
+    )
+    job.wait(timeout=TIMEOUT)
+    [own] = [line for line in job.logs() if "says hi" in line]
+    assert own == "parent says hi"
+    assert list(job.logs(max_lines=1)) == list(job.logs())[-1:]
+    tail = list(job.logs(max_lines=2, include_children=True))
+    assert len(tail) == 2

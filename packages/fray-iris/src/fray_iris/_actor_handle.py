@@ -37,8 +37,7 @@ _connections_lock = threading.Lock()
 def _connection(controller: str | None) -> Any:
     """The marin-iris client to resolve endpoints with: the current job's, else one per
     controller address for this process."""
-    from iris.client import IrisClient as RawIrisClient
-    from iris.client import get_iris_ctx
+    from fray_iris._iris import RawIrisClient, get_iris_ctx
 
     ctx = get_iris_ctx()
     if ctx is not None and ctx.client is not None:
@@ -184,6 +183,8 @@ class IrisActorHandle:
             return rpc
         from iris.rpc.actor_connect import ActorServiceClientSync
 
+        from fray_iris._iris import endpoints_named
+
         if self._endpoint in _STOPPED:
             raise self._died("its group was shut down")
         raw = _connection(self._controller)
@@ -191,7 +192,7 @@ class IrisActorHandle:
         delay = 0.05
         while True:
             with translate_errors(f"resolve actor {self.name}"):
-                found = raw._cluster_client.list_endpoints(prefix=self._endpoint, exact=True)
+                found = endpoints_named(raw, self._endpoint)
             if found:
                 break
             if self._job_finished():
@@ -239,7 +240,9 @@ class IrisActorHandle:
                 continue
             if response.HasField("error"):
                 error = response.error
-                if error.error_type == "NotFound":
+                from fray_iris._iris import ACTOR_NOT_FOUND
+
+                if error.error_type in ACTOR_NOT_FOUND:
                     raise ActorError(f"actor {self.name}: {error.message}")
                 if error.serialized_exception:
                     raise cloudpickle.loads(error.serialized_exception)

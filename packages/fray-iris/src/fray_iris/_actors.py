@@ -17,6 +17,7 @@ from iris.cluster.types import Entrypoint as IrisEntrypoint
 from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.backend import ActorMember, BaseActorGroup
 from fray.errors import ActorError
+from fray_iris import _iris
 from fray_iris._actor_handle import IrisActorHandle, forget_endpoints
 from fray_iris._convert import to_iris_request, translate_errors
 from fray_iris._task import host_actor
@@ -54,6 +55,7 @@ def actor_job(
         replicas=count,
         max_retries_failure=failure_retries,
         max_retries_preemption=preemption_retries,
+        priority=config.priority,
     )
     entry = IrisEntrypoint.from_callable(
         host_actor,
@@ -158,7 +160,7 @@ class IrisActorGroup(BaseActorGroup):
     def _ready_indices(self) -> set[int]:
         prefix = f"{self._job.iris_job_id}/{self.name}-"
         with translate_errors(f"actors of {self.name}"):
-            found = self._session.raw._cluster_client.list_endpoints(prefix=prefix, exact=False)
+            found = _iris.endpoints_under(self._session.raw, prefix)
         count = len(self._members)
         ready: set[int] = set()
         for endpoint in found:

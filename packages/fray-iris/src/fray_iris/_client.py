@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from iris.client import IrisClient as RawIrisClient
-from iris.client import get_iris_ctx
 from iris.cluster.client import resolve_job_user
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName, is_job_finished
@@ -30,6 +28,7 @@ from fray.backend import (
 )
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
+from fray_iris import _iris
 from fray_iris._actors import IrisActorGroup, actor_job
 from fray_iris._convert import (
     ship_code_by_value,
@@ -37,6 +36,7 @@ from fray_iris._convert import (
     to_iris_request,
     translate_errors,
 )
+from fray_iris._iris import RawIrisClient, get_iris_ctx
 from fray_iris._jobs import IrisJob, IrisJobHandle, listed_job_info
 from fray_iris._results import ResultStore, default_local_results_url
 from fray_iris._session import Session, normalize_address
@@ -62,6 +62,10 @@ class IrisClient(BaseClient):
             this machine, a private folder under the system temp dir.
         iris_client: An existing ``iris.client.IrisClient`` to wrap (not shut down by
             :meth:`shutdown`).
+
+    Raises:
+        FrayError: ``cannot reach the Iris controller at ...``: the controller refused the
+            connection, its name did not resolve, or it did not answer within 5 s.
     """
 
     scheme = "iris"
@@ -98,6 +102,9 @@ class IrisClient(BaseClient):
             else:
                 reopen = functools.partial(RawIrisClient.remote, controller, workspace=ws)
                 raw, owned = reopen(), True
+                # Iris retries a call to a controller that is down for up to 30 minutes:
+                # one quick question first turns that into one line within seconds.
+                _iris.probe(raw, controller)
         else:
             if ctx is None or ctx.client is None:
                 raise InvalidRequestError.for_field(
@@ -250,7 +257,7 @@ class IrisClient(BaseClient):
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this client's user on the cluster, oldest first."""
         with self._session.what("list jobs"):
-            statuses = self._session.raw.list_jobs(prefix=f"/{self._session.user}/")
+            statuses = _iris.list_jobs(self._session.raw, f"/{self._session.user}/")
         statuses.sort(key=lambda s: (s.submitted_at.epoch_ms, s.job_id))
         children: dict[str, list[str]] = collections.defaultdict(list)
         for status in statuses:
@@ -329,6 +336,6 @@ class IrisClient(BaseClient):
         live = [w for w in live if not is_job_finished(states[w.to_wire()])]
         for wire in live:
             with translate_errors("shutdown"):
-                raw.terminate(wire)
+                _iris.terminate(raw, wire)
         if live:
             self._session.wait_finished(live, include_descendants=True)

@@ -32,6 +32,7 @@ from iris.cluster.types import (
 )
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.rpc import job_pb2
+from rigging.timing import Duration
 
 from fray import (
     CpuConfig,
@@ -50,6 +51,7 @@ from fray.errors import (
     JobNotFoundError,
     JobTimeoutError,
 )
+from fray_iris import _iris
 from fray_iris._task import run_callable
 
 __all__ = [
@@ -148,10 +150,13 @@ class IrisRequest:
     max_retries_failure: int
     max_retries_preemption: int
     task_image: str | None
+    max_task_failures: int | None = None
+    priority_band: int = 0
+    timeout: Duration | None = None
 
     def kwargs(self) -> dict[str, Any]:
-        """As keyword arguments for ``submit``."""
-        return {
+        """As keyword arguments for ``submit`` (only what this Iris line accepts)."""
+        kwargs: dict[str, Any] = {
             "resources": self.resources,
             "environment": self.environment,
             "constraints": self.constraints,
@@ -161,6 +166,44 @@ class IrisRequest:
             "max_retries_preemption": self.max_retries_preemption,
             "task_image": self.task_image,
         }
+        if self.max_task_failures is not None:
+            kwargs["max_task_failures"] = self.max_task_failures
+        if self.priority_band:
+            kwargs["priority_band"] = self.priority_band
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        return kwargs
+
+
+def to_task_failure_budget(request: JobRequest) -> int | None:
+    """Iris's job-wide ``max_task_failures`` for a request, where the installed line takes it.
+
+    From 0.2.2xx on, Iris fails a job once its failed attempts, summed over every task,
+    exceed ``max_task_failures`` (default 0: the first failure), whatever each task's own
+    ``max_retries_failure``. Fray's ``max_task_failures`` is that budget; where it is 0 (no
+    job-wide limit), Fray asks for ``replicas × max_retries_failure``, which lets every
+    replica use all its own retries, as on 0.2.20.
+    """
+    if not _iris.HAS_JOB_FAILURE_BUDGET:
+        if request.max_task_failures:
+            raise InvalidRequestError.for_field(
+                "max_task_failures",
+                request.max_task_failures,
+                f"only 0 with marin-iris {_iris.IRIS_VERSION}: the job-wide failure budget "
+                "needs marin-iris 0.2.227 (Python >= 3.12)",
+            )
+        return None
+    if request.max_task_failures:
+        return request.max_task_failures
+    return request.replica_count * request.max_retries_failure
+
+
+def to_priority_band(priority: int, field: str = "priority") -> int:
+    """Iris's priority band for Fray's ``priority`` (0: Iris's default)."""
+    if priority and priority not in _iris.PRIORITY_BANDS:
+        allowed = ", ".join(f"{n} ({name})" for n, name in sorted(_iris.PRIORITY_BANDS.items()))
+        raise InvalidRequestError.for_field(field, priority, f"one of Iris's bands: {allowed}")
+    return priority
 
 
 def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = None) -> IrisRequest:
@@ -182,6 +225,9 @@ def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = N
         max_retries_failure=request.max_retries_failure,
         max_retries_preemption=request.max_retries_preemption,
         task_image=environment.docker_image if environment is not None else None,
+        max_task_failures=to_task_failure_budget(request),
+        priority_band=to_priority_band(request.priority),
+        timeout=Duration.from_seconds(request.timeout) if request.timeout is not None else None,
     )
 
 
@@ -255,6 +301,12 @@ def translate_errors(
         if code == Code.ALREADY_EXISTS:
             raise JobAlreadyExistsError(job_id or what) from err
         if code in _INVALID:
+            if "client is too old" in (err.message or ""):
+                text += (
+                    f" (fray-iris runs marin-iris {_iris.IRIS_VERSION}: install the marin-iris "
+                    "release this controller runs, or a newer one, and submit again; on Python "
+                    "3.11 fray-iris can only use 0.2.20, so use Python 3.12 or 3.13)"
+                )
             raise InvalidRequestError(text, field=what, value=job_id, allowed=err.message) from err
         if code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
             where = f" at {address}" if address else ""

@@ -12,8 +12,9 @@ from iris.cluster.types import JobName, is_job_finished
 from iris.rpc import job_pb2
 
 from fray import Entrypoint, JobInfo, JobRequest, JobStatus
-from fray.backend import BaseJobHandle, JobRecord
+from fray.backend import BaseJobHandle, JobRecord, check_max_lines
 from fray.errors import JobFailedError, JobNotFoundError
+from fray_iris import _iris
 from fray_iris._convert import job_status, translate_errors
 from fray_iris._logs import LineMerge, fetch_lines
 from fray_iris._session import POLL_FIRST_S, POLL_MAX_S, Session
@@ -141,7 +142,7 @@ class IrisJob(JobRecord):
 
     def _load(self, detail: bool) -> None:
         with translate_errors(f"status of {self.job_id}", job_id=self.job_id):
-            proto = self.session.raw.status(self.wire)
+            proto = _iris.job_status(self.session.raw, self.wire)
         self.apply(proto, self._tasks() if detail else None)
         if is_job_finished(proto.state) and not self.ended:
             status = job_status(proto.state)
@@ -153,7 +154,7 @@ class IrisJob(JobRecord):
 
     def _tasks(self) -> list[job_pb2.TaskStatus]:
         with translate_errors(f"tasks of {self.job_id}", job_id=self.job_id):
-            return self.session.raw.list_tasks(self.wire)
+            return _iris.list_tasks(self.session.raw, self.wire)
 
     def apply(self, proto: job_pb2.JobStatus, tasks: list[job_pb2.TaskStatus] | None) -> None:
         """Copies Iris's view into the record; without ``tasks`` (a listing), attempts are
@@ -273,12 +274,13 @@ def listed_job_info(session: Session, proto: job_pb2.JobStatus, children: Sequen
 class IrisJobHandle(BaseJobHandle):
     """Handle to an Iris job; see ``fray.JobHandle``."""
 
-    __slots__ = ("_merge",)
+    __slots__ = ("_merge", "_tail")
     _job: IrisJob
 
     def __init__(self, job: IrisJob) -> None:
         super().__init__(job)
         self._merge: LineMerge | None = None
+        self._tail: int | None = None  # a one-shot read asks Iris for the last lines only
 
     @property
     def iris_job_id(self) -> str:
@@ -303,13 +305,13 @@ class IrisJobHandle(BaseJobHandle):
         if job.is_done:
             return
         with translate_errors(f"terminate {job.job_id}", job_id=job.job_id):
-            job.session.raw.terminate(job.wire)
+            _iris.terminate(job.session.raw, job.wire)
         job.session.wait_finished([job.wire], include_descendants=True)
         job.refresh()  # records the end now, running the done-callbacks
 
     def _lines(self, include_children: bool) -> list[str]:
         merge = self._merge if self._merge is not None else LineMerge()
-        return merge.merge(fetch_lines(self._job, include_children))
+        return merge.merge(fetch_lines(self._job, include_children, self._tail))
 
     def _output_done(self, include_children: bool) -> bool:
         job = self._job
@@ -343,6 +345,8 @@ class IrisJobHandle(BaseJobHandle):
         """The job's output lines; see ``fray.JobHandle.logs``."""
         view = IrisJobHandle(self._job)  # each call merges the fetches it makes on its own
         view._merge = LineMerge()
+        if not follow:  # a follow merges whole fetches: it cannot start from a tail
+            view._tail = check_max_lines(max_lines)
         return BaseJobHandle.logs(
             view, follow=follow, include_children=include_children, max_lines=max_lines
         )

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from fray_iris import _iris
 from fray_iris._convert import translate_errors
 from fray_iris._task import fray_job_id
 
@@ -36,14 +37,28 @@ def _settle_in(job: IrisJob) -> float:
     return max(_LOGS_SETTLE_S - since, 0.0)
 
 
-def fetch_lines(job: IrisJob, include_children: bool) -> list[tuple[LogKey, str]]:
+def fetch_lines(
+    job: IrisJob, include_children: bool, tail: int | None = None
+) -> list[tuple[LogKey, str]]:
     """Every line of ``job`` so far (and of its descendants, prefixed, if asked), in time
-    order, each with its key."""
+    order, each with its key; with ``tail``, at least the last ``tail`` lines, read from the
+    end of the log by Iris where its last lines are the job's own."""
     settle = _settle_in(job)
     if settle > 0:
         time.sleep(settle)
+    if tail:
+        with translate_errors(f"logs of {job.job_id}", job_id=job.job_id):
+            entries = _iris.fetch_logs(job.session.raw, job.wire, max_lines=tail, tail=True)
+        lines = _own_lines(job, entries, include_children)
+        if len(lines) >= tail or len(entries) < tail:
+            return lines
+        # Some of those last lines were children's: read them all.
     with translate_errors(f"logs of {job.job_id}", job_id=job.job_id):
-        entries = job.session.raw.fetch_task_logs(job.wire)
+        entries = _iris.fetch_logs(job.session.raw, job.wire)
+    return _own_lines(job, entries, include_children)
+
+
+def _own_lines(job: IrisJob, entries: Any, include_children: bool) -> list[tuple[LogKey, str]]:
     out: list[tuple[LogKey, str]] = []
     for entry in entries:
         task = entry.task_id

@@ -10,9 +10,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from iris.client import IrisClient as RawIrisClient
-
+from fray_iris import _iris
 from fray_iris._client import IrisClient
+from fray_iris._iris import RawIrisClient
 from fray_iris._session import normalize_address
 
 __all__ = ["FrayIrisClient"]
@@ -43,7 +43,9 @@ class FrayIrisClient(IrisClient):
             workspace=ws,
             bundle_id=bundle_id,
         )
-        super().__init__(iris_client=open_raw())
+        raw = open_raw()
+        _iris.probe(raw, open_raw.args[0])
+        super().__init__(iris_client=raw)
         self._session.take_ownership(open_raw)
 
     @staticmethod

@@ -11,12 +11,13 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from iris.client import IrisClient as RawIrisClient
 from iris.cluster.types import JobName, is_job_finished
 from iris.rpc import controller_pb2, job_pb2
 
 from fray.errors import FrayError
+from fray_iris import _iris
 from fray_iris._convert import translate_errors
+from fray_iris._iris import RawIrisClient
 from fray_iris._results import ResultStore
 
 __all__ = ["POLL_FIRST_S", "POLL_MAX_S", "Session", "backoff", "normalize_address"]
@@ -138,7 +139,7 @@ class Session:
 
     def descendants(self, wire: JobName) -> list[job_pb2.JobStatus]:
         """Every job below ``wire`` in the tree."""
-        return list(self.raw.list_jobs(prefix=wire.to_wire() + "/"))
+        return _iris.list_jobs(self.raw, wire.to_wire() + "/")
 
     def all_finished(self, wire: JobName) -> bool:
         """Whether every job below ``wire`` has finished."""
@@ -171,7 +172,7 @@ class Session:
                     raise FrayError(f"child jobs {[s.job_id for s in left]} did not stop in time")
                 for status in left:  # Iris stops children itself; make sure of it
                     with translate_errors("stopping a child job"):
-                        self.raw.terminate(JobName.from_wire(status.job_id))
+                        _iris.terminate(self.raw, JobName.from_wire(status.job_id))
                 time.sleep(next(delays))
 
 

@@ -165,8 +165,8 @@ def host_actor(
     A constructor that raises has its exception stored in the results store and the task
     ends without error, so the group's other actors keep running.
     """
-    from iris.actor import ActorServer
-    from iris.client import iris_ctx
+    from iris.actor.server import ActorServer
+    from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
 
     from fray import ActorContext

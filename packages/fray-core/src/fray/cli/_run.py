@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -27,7 +28,7 @@ from fray._types import (
     redact_env,
 )
 from fray.cli._common import CliError, UsageError, choose_spec, format_duration, is_tty
-from fray.errors import InvalidRequestError, JobTimeoutError
+from fray.errors import InvalidRequestError
 
 __all__ = ["add_parser"]
 
@@ -303,6 +304,59 @@ def _exit_code(status: JobStatus, info: Any, stop_signal: int | None) -> int:
     return 1
 
 
+# How often the main thread looks for a stop signal while a background thread waits on the
+# backend; a stop must end `fray run` within 2 s whatever the backend is doing.
+_TICK_S = 0.05
+# After a stop signal: how long a submission already on its way may take before `fray run`
+# gives up on it (and on stopping the job it may have started), and how long the last lines
+# of the stopped job may take to arrive.
+_SUBMIT_GRACE_S = 1.0
+_LOG_DRAIN_ON_STOP_S = 0.3
+# A remote backend that does not confirm the stop within this (its controller hung or gone)
+# is left to finish it: `fray run` exits, saying so. The local backend is always waited for,
+# since the job's processes are this process's children. Closing the client after a stop
+# gets a moment more (a client whose jobs have all ended closes in milliseconds).
+_STOP_BUDGET_S = 0.9
+_CLOSE_AFTER_STOP_S = 0.2
+
+
+def _in_background(call: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
+    """Runs ``call`` on a daemon thread: the main thread stays free to notice a signal
+    (a signal handler runs only in the main thread, and only between bytecodes)."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def target() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as err:  # handed to the main thread
+            future.set_exception(err)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return future
+
+
+def _wait_or_stop(
+    future: concurrent.futures.Future[Any], stop_signal: list[int], timeout: float | None
+) -> bool:
+    """Waits up to ``timeout`` (``None``: no limit) for ``future``, returning early on a stop
+    signal; returns whether it is done."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not stop_signal:
+        left = _TICK_S if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            break
+        concurrent.futures.wait([future], timeout=min(left, _TICK_S))
+        if future.done():
+            return True
+    return future.done()
+
+
+def _stop(handle: Any) -> None:
+    """Terminates the job unless it has finished."""
+    if not handle.status().is_finished:
+        handle.terminate()
+
+
 def _open_client(spec: str | None) -> tuple[Any, bool]:
     """The client for ``spec`` and whether it is the local backend."""
     from fray._client import client_from_spec, current_client, parse_client_spec
@@ -332,6 +386,7 @@ def run_command(args: argparse.Namespace) -> int:
     spec, _reason = choose_spec(args.spec)
     mask = Masker([env, os.environ])
     store: StateStore | None = None
+    stop_signal: list[int] = []  # the signal that stopped this run, once one has
     client, local = _open_client(spec)
     try:
         if local:
@@ -343,10 +398,13 @@ def run_command(args: argparse.Namespace) -> int:
                     f"cannot write the state directory {store.describe()}: {err}",
                     hint="set FRAY_STATE_DIR to a writable directory or bucket URL",
                 ) from err
-        return _run(client, request, command, env, mask, store)
+        return _run(client, request, command, env, mask, store, stop_signal)
     finally:
-        with contextlib.suppress(Exception):
-            client.shutdown()
+        closing = _in_background(client.shutdown, "fray-run-shutdown")
+        if local or not stop_signal:
+            concurrent.futures.wait([closing])
+        else:  # stopped: a remote backend may be unreachable by now
+            concurrent.futures.wait([closing], timeout=_CLOSE_AFTER_STOP_S)
 
 
 def _run(
@@ -356,10 +414,9 @@ def _run(
     env: dict[str, str],
     mask: Callable[[str], str],
     store: StateStore | None,
+    stop_signal: list[int],
 ) -> int:
     from fray.local import grace_seconds
-
-    stop_signal: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         if not stop_signal:
@@ -370,7 +427,16 @@ def _run(
     tty = is_tty(sys.stderr)
     recorder: _Recorder | None = None
     try:
-        handle = client.submit(request)
+        submitting = _in_background(lambda: client.submit(request), "fray-run-submit")
+        if not _wait_or_stop(submitting, stop_signal, None):
+            # Stopped while submitting: a job on its way is given a moment, to be stopped too.
+            concurrent.futures.wait([submitting], timeout=_SUBMIT_GRACE_S)
+            if not submitting.done():
+                name = signal.Signals(stop_signal[0]).name
+                sys.stderr.write(f"fray: {name}: stopped while submitting {request.name}\n")
+                sys.stderr.flush()
+                return 128 + stop_signal[0]
+        handle = submitting.result()
         if store is not None:
             info = handle.info()
             recorder = _Recorder(
@@ -420,24 +486,28 @@ def _run(
 
         reader = threading.Thread(target=pump, name="fray-run-logs", daemon=True)
         reader.start()
-        poll = 0.2 if store is not None else 1.0
-        status = handle.status()
-        while not stop_signal:
-            try:
-                status = handle.wait(timeout=poll, raise_on_failure=False)
-            except JobTimeoutError:
-                status = handle.status()
-            if status.is_finished:
+        finishing = _in_background(lambda: handle.wait(raise_on_failure=False), "fray-run-wait")
+        while not _wait_or_stop(finishing, stop_signal, 0.2):
+            if stop_signal:
                 break
             if recorder is not None:
                 recorder.update(handle.info(), mask)
-        if stop_signal and not handle.status().is_finished:
+        if stop_signal:
             name = signal.Signals(stop_signal[0]).name
             if tty:
                 sys.stderr.write(f"\nfray: {name}: stopping job {handle.job_id}...\n")
                 sys.stderr.flush()
-            handle.terminate()
-        reader.join(timeout=30)
+            stopping = _in_background(lambda: _stop(handle), "fray-run-stop")
+            budget = None if store is not None else _STOP_BUDGET_S
+            if not concurrent.futures.wait([stopping], timeout=budget).done:
+                sys.stderr.write(
+                    f"fray: {name}: asked job {handle.job_id} to stop; its backend did not "
+                    f"confirm within {_STOP_BUDGET_S:g} s\n"
+                )
+                sys.stderr.flush()
+                return 128 + stop_signal[0]
+            stopping.result()
+        reader.join(timeout=_LOG_DRAIN_ON_STOP_S if stop_signal else 30)
         info = handle.info()
         status = info.status
         signum = stop_signal[0] if stop_signal and status is JobStatus.STOPPED else None
