@@ -271,8 +271,10 @@ def test_done_callbacks_of_many_jobs_share_one_watching_thread(iris_client: Iris
     called: queue.SimpleQueue[tuple[str, JobStatus]] = queue.SimpleQueue()
     for job in jobs:
         job.add_done_callback(lambda handle: called.put((handle.job_id, handle.status())))
+    # Only Fray's threads count: the in-process cluster's workers start their own (one per
+    # task's log stream) whenever a task starts.
     started = [t for t in threading.enumerate() if t.ident not in before]
-    assert len(started) <= 1
+    assert len([t for t in started if t.name.startswith("fray")]) <= 1, started
     seen = sorted(called.get(timeout=TIMEOUT) for _ in jobs)
     assert seen == sorted((job.job_id, JobStatus.SUCCEEDED) for job in jobs)
     assert [job.result() for job in jobs] == [0, 2, 4, 6]

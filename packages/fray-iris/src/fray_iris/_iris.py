@@ -41,6 +41,7 @@ __all__ = [
     "list_tasks",
     "probe",
     "terminate",
+    "unreachable_reason",
 ]
 
 IRIS_VERSION = importlib.metadata.version("marin-iris")
