@@ -38,6 +38,9 @@ class Gate:
         ctx = current_actor()
         return ctx.group_name, ctx.index
 
+    def unpicklable(self) -> object:
+        return threading.Lock()
+
     def block(self) -> str:
         self.entered.set()
         assert self.released.wait(WAIT)
@@ -137,6 +140,8 @@ def test_result_timeout_cancels_the_operation_on_the_server(
     queued = hosted.handle.incr.submit(10)  # waits behind block (max_concurrency=1)
     with pytest.raises(JobTimeoutError):
         queued.result(timeout=0.2)
+    with pytest.raises(ActorError, match="cancelled"):
+        queued.result(timeout=0)  # it stays cancelled
     gate.released.set()
     assert blocker.result(timeout=WAIT) == "released"
     assert hosted.handle.value() == 0  # the cancelled call never ran
@@ -160,3 +165,19 @@ def test_calls_after_shutdown_raise_actor_error(hosted: HostedActor) -> None:
     hosted.shutdown()
     with pytest.raises(ActorError, match="not serving"):
         handle.incr(1)
+
+
+def test_a_reply_that_does_not_pickle_is_an_actor_error(
+    hosted: HostedActor, server: ActorServer
+) -> None:
+    with pytest.raises(ActorError, match="could not send the reply"):
+        hosted.handle.unpicklable()
+    assert hosted.handle.incr(1) == 1  # the connection is still good
+
+
+def test_arguments_that_do_not_pickle_are_refused_before_sending(
+    hosted: HostedActor, server: ActorServer
+) -> None:
+    with pytest.raises(TypeError):
+        hosted.handle.incr(threading.Lock())
+    assert hosted.handle.value() == 0

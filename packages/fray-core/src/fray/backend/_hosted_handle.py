@@ -6,11 +6,12 @@ on the server when the timeout passes."""
 from __future__ import annotations
 
 import contextlib
+import pickle
 import secrets
 import socket
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from fray.backend._wire import (
@@ -18,8 +19,8 @@ from fray.backend._wire import (
     NONCE_BYTES,
     CallFuture,
     digest,
-    recv,
     recv_exact,
+    recv_frame,
     send,
 )
 from fray.errors import ActorError, ActorUnavailableError, JobTimeoutError
@@ -89,13 +90,25 @@ def _exchange(handle: HostedActorHandle, request: tuple[Any, ...]) -> tuple[Any,
         sock = _connect(handle.name, *key)
     try:
         send(sock, request)
-        reply = recv(sock)
+        data = recv_frame(sock)
     except (OSError, EOFError) as exc:
         sock.close()
         raise _Lost(str(exc)) from None
+    except Exception:  # the request does not pickle: nothing was sent
+        _give_back(key, sock)
+        raise
+    _give_back(key, sock)
+    try:
+        return pickle.loads(data)
+    except Exception as exc:  # e.g. the value's class is not importable here
+        raise ActorError(
+            f"hosted actor {handle.name}: could not read its reply: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _give_back(key: tuple[tuple[str, int], str], sock: socket.socket) -> None:
     with _POOL_LOCK:
         _POOL.setdefault(key, []).append(sock)
-    return reply
 
 
 def _outcome(reply: tuple[Any, ...]) -> Any:
@@ -193,8 +206,13 @@ class _Operation(CallFuture):
             raise
 
     def cancel_on_server(self) -> None:
-        """Stops following the operation and cancels it on the server."""
+        """Stops following the operation and cancels it on the server; ``result()`` then
+        raises ``ActorError``."""
         self._abandoned.set()
+        with contextlib.suppress(InvalidStateError):
+            self.set_exception(
+                ActorError(f"the call to {self._handle.name} was cancelled (its result timed out)")
+            )
         if self._op_id is not None:
             self._send_quietly(("cancel", self._op_id))
 

@@ -40,8 +40,8 @@ from fray.backend._wire import (
     NONCE_BYTES,
     CallFuture,
     digest,
-    recv,
     recv_exact,
+    recv_frame,
     send,
 )
 from fray.errors import ActorDiedError, ActorError
@@ -185,14 +185,31 @@ class ActorServer:
             if not self._handshake(conn):
                 return
             while True:
-                request = recv(conn)
-                send(conn, self._answer(request))
-        except (OSError, EOFError, pickle.UnpicklingError):
+                data = recv_frame(conn)
+                try:
+                    request = pickle.loads(data)
+                except Exception as exc:  # e.g. an argument's class is not importable here
+                    reply = ("error", self._error("could not read the call", exc))
+                else:
+                    try:
+                        reply = self._answer(request)
+                    except Exception as exc:
+                        reply = ("error", self._error("could not serve the call", exc))
+                try:
+                    send(conn, reply)
+                except OSError:
+                    raise
+                except Exception as exc:  # the value does not pickle
+                    send(conn, ("error", self._error("could not send the reply", exc)))
+        except (OSError, EOFError):
             pass  # the caller went away, or the server is closing
         finally:
             with self._lock:
                 self._conns.discard(conn)
             conn.close()
+
+    def _error(self, what: str, exc: BaseException) -> ActorError:
+        return ActorError(f"hosted actor {self._target.name} {what}: {type(exc).__name__}: {exc}")
 
     def _handshake(self, conn: socket.socket) -> bool:
         conn.settimeout(_HANDSHAKE_TIMEOUT)

@@ -51,9 +51,15 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def recv(sock: socket.socket) -> Any:
+def recv_frame(sock: socket.socket) -> bytes:
+    """Reads one frame's bytes (a pickle)."""
     (size,) = _HEADER.unpack(recv_exact(sock, _HEADER.size))
-    return pickle.loads(recv_exact(sock, size))
+    return recv_exact(sock, size)
+
+
+def recv(sock: socket.socket) -> Any:
+    """Reads one frame and unpickles it."""
+    return pickle.loads(recv_frame(sock))
 
 
 def digest(token: str, nonce: bytes) -> bytes:
