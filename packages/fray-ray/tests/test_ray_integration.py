@@ -126,6 +126,22 @@ def test_disk_is_refused_on_ray(client: RayClient):
     assert caught.value.field == "JobRequest.resources.disk"
 
 
+@pytest.mark.parametrize(
+    ("field", "fields"),
+    [
+        ("JobRequest.processes_per_task", {"processes_per_task": 2}),
+        ("JobRequest.timeout", {"timeout": 5}),
+    ],
+)
+def test_fields_ray_does_not_honour_are_refused(
+    client: RayClient, field: str, fields: dict[str, int]
+) -> None:
+    request = JobRequest(name="unhonoured", entrypoint=Entrypoint.from_callable(node_id), **fields)
+    with pytest.raises(InvalidRequestError) as caught:
+        client.submit(request)
+    assert caught.value.field == field
+
+
 def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):
     env = EnvironmentConfig(env_vars={"FRAY_IT_COLOUR": "teal", "FRAY_IT_SHAPE": "cube"})
     job = client.submit(

@@ -147,6 +147,8 @@ class Launcher:
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
         prepared = self._prepared.get(id(request))
+        if request.processes_per_task != 1 or request.timeout is not None:
+            _refuse_unsupported(check_request(request))
         if prepared is None or prepared.request is not request or prepared.shape != _shape(request):
             check_request(request)
             if isinstance(request.resources.device, TpuConfig):
@@ -294,3 +296,25 @@ class Launcher:
                 f"'{HEAD_NODE_RESOURCE}' resource, which this cluster does not have; start "
                 f"the head with --resources='{{\"{HEAD_NODE_RESOURCE}\": 1}}'",
             )
+
+
+def _refuse_unsupported(request: JobRequest) -> None:
+    """Fields Ray does not honour yet are refused, never ignored.
+
+    Raises:
+        InvalidRequestError: ``processes_per_task > 1`` or a ``timeout``.
+    """
+    if request.processes_per_task > 1:
+        raise InvalidRequestError.for_field(
+            "JobRequest.processes_per_task",
+            request.processes_per_task,
+            "Ray runs one process per replica; use replicas, or a backend that runs a "
+            "multi-process supervisor per task (Iris)",
+        )
+    if request.timeout is not None:
+        raise InvalidRequestError.for_field(
+            "JobRequest.timeout",
+            request.timeout,
+            "a per-task timeout is not enforced on Ray yet (the local and Iris backends "
+            "enforce it); leave it unset for Ray",
+        )
