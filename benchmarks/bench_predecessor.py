@@ -88,13 +88,14 @@ def predecessor_python() -> Path:
 
 
 class Side:
-    """One interpreter serving ``_user_code.py``'s scenarios."""
+    """One interpreter serving a user-code script's scenarios (``_user_code.py`` by default):
+    ``ready``, then one JSON line per command (other lines, a library's logging, are skipped)."""
 
-    def __init__(self, python: str | Path, workdir: str) -> None:
+    def __init__(self, python: str | Path, workdir: str, script: Path = SCRIPT) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [str(python), str(SCRIPT)],
+            [str(python), str(script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -104,7 +105,7 @@ class Side:
         ready = self._stdout.readline().strip()
         if ready != "ready":
             self.close()
-            raise RuntimeError(f"{python} {SCRIPT.name} did not start (said {ready!r})")
+            raise RuntimeError(f"{python} {script.name} did not start (said {ready!r})")
         self.python = python
 
     @property
@@ -116,10 +117,12 @@ class Side:
         assert self.proc.stdin is not None
         self.proc.stdin.write(scenario + "\n")
         self.proc.stdin.flush()
-        line = self._stdout.readline()
-        if not line:
-            raise RuntimeError(f"{self.python} exited during {scenario!r}")
-        return float(json.loads(line)["seconds"])
+        while True:
+            line = self._stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.python} exited during {scenario!r}")
+            if line.startswith("{"):
+                return float(json.loads(line)["seconds"])
 
     def close(self) -> None:
         if self.proc.poll() is None:
