@@ -13,6 +13,7 @@ from fray.errors import ActorDiedError, ActorError, JobTimeoutError
 from fray_tpu.ray.errors import (
     PREEMPTION_ERRORS,
     actor_error,
+    cause_line,
     error_text,
     is_preemption,
     read_ray_error,
@@ -108,6 +109,20 @@ def test_actor_error_gives_the_caller_fray_errors() -> None:
     assert isinstance(actor_error(rx.ObjectLostError("ab" * 28, None, ""), what), ActorError)
     plain = ValueError("not Ray's")
     assert actor_error(plain, what) is plain
+
+
+def test_an_actor_that_could_not_start_keeps_its_worker_side_cause() -> None:
+    creation = rx.RayActorError(
+        error_msg="The actor died because of an error raised in its creation task, "
+        'ray::FrayWorker.__init__() (pid=1)\n  File "x.py", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'shipped_elsewhere'",
+        actor_init_failed=True,
+    )
+    died = actor_error(creation, "actor worker-0")
+    assert isinstance(died, ActorDiedError)
+    assert "ModuleNotFoundError: No module named 'shipped_elsewhere'" in str(died)
+    assert "EnvironmentConfig(workspace=...)" in str(died)  # how to ship the code
+    assert cause_line(rx.RayActorError(error_msg="no cause here")) is None
 
 
 def test_fray_ray_reads_ray_errors_the_same_way() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from fray import JobStatus
 from fray.backend import ActorMember, BaseActorGroup
-from fray.errors import ActorDiedError, ActorError, JobTimeoutError
+from fray.errors import ActorDiedError
 
 __all__ = [
     "RayActorFuture",
@@ -35,20 +35,9 @@ _CALL_METHOD = "fray_dunder_call"  # fray_ray._host.CALL_METHOD (that module imp
 
 def _translate_call_error(exc: BaseException, name: str) -> BaseException:
     """A Ray error from an actor call, as the exception the caller should see."""
-    import ray.exceptions as rex
+    from fray_tpu.ray.errors import actor_error
 
-    if isinstance(exc, rex.RayTaskError):
-        cause = exc.cause
-        if isinstance(cause, BaseException):
-            return cause
-        return ActorError(f"actor {name}: {exc}")
-    if isinstance(exc, rex.GetTimeoutError):
-        return JobTimeoutError(f"actor {name} did not answer in time")
-    if isinstance(exc, rex.RayActorError | rex.RaySystemError):
-        return ActorDiedError(f"actor {name} died: {str(exc).splitlines()[0] if str(exc) else ''}")
-    if isinstance(exc, rex.RayError):
-        return ActorError(f"actor {name}: {type(exc).__name__}: {exc}")
-    return exc
+    return actor_error(exc, f"actor {name}")
 
 
 class RayActorFuture:

@@ -36,6 +36,7 @@ question (by then the exception asked about has loaded it).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +47,7 @@ __all__ = [
     "RayErrorReading",
     "actor_error",
     "actor_is_dead",
+    "cause_line",
     "error_text",
     "is_preemption",
     "read_ray_error",
@@ -162,10 +164,33 @@ def actor_error(exc: BaseException, what: str) -> BaseException:
         return JobTimeoutError(f"{what} did not answer in time")
     if isinstance(exc, rx.RayActorError | rx.RaySystemError):
         lines = str(exc).splitlines()
-        return ActorDiedError(f"{what} died: {lines[0] if lines else ''}")
+        message = f"{what} died: {lines[0] if lines else ''}"
+        cause = cause_line(exc)
+        if cause is not None and cause not in message:
+            message += f" ({cause})"
+            if cause.startswith(("ModuleNotFoundError", "ImportError")):
+                message += (
+                    "; the worker cannot import the actor's code: install it on the workers, "
+                    "or ship it with EnvironmentConfig(workspace=...) or pip_packages"
+                )
+        return ActorDiedError(message)
     if isinstance(exc, rx.RayError):
         return ActorError(f"{what}: {type(exc).__name__}: {exc}")
     return exc
+
+
+_CAUSE_LINE = re.compile(r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)): (.*)$")
+
+
+def cause_line(exc: BaseException) -> str | None:
+    """The last ``SomeError: text`` line in a Ray error's message: the worker-side cause
+    Ray embeds in the text of, for example, an actor whose creation task failed."""
+    found = None
+    for line in str(exc).splitlines():
+        match = _CAUSE_LINE.match(line)
+        if match is not None:
+            found = f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
+    return found[:_MAX_TEXT] if found is not None else None
 
 
 def actor_is_dead(actor: Any) -> bool:
