@@ -50,6 +50,7 @@ class ActorHost:
         self._client = client_for(namespace, registry)
         self._name = name
         self._ended = threading.Event()
+        self._exit: SystemExit | None = None
         self._context = ActorContext(
             RayActorHandle(name, namespace), index, group, ShutdownEvent(self._on_end, name)
         )
@@ -73,6 +74,8 @@ class ActorHost:
         ``("succeeded", None)``, or ``("failed", text)`` after ``fail(exc)``. (Runs in
         :data:`LIFETIME_GROUP`, so it never holds up the user's calls.)"""
         self._ended.wait()
+        if self._exit is not None:
+            return ("failed", f"exited (SystemExit({self._exit.code!r}))")
         failure = self._context.failure
         if failure is None:
             return ("succeeded", None)
@@ -103,11 +106,14 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
     client_token = bind_client(host._client)
     try:
         return getattr(host._instance, method)(*args, **kwargs)
-    except SystemExit:
+    except SystemExit as exc:
         # The actor ends for good, as on every backend: an intentional exit, which Ray
         # does not restart (a plain SystemExit would be restarted when max_restarts != 0).
+        # The pending lifetime call is answered first: Ray's exit waits for running calls.
         from ray.actor import exit_actor
 
+        host._exit = exc
+        host._ended.set()
         exit_actor()
         raise
     finally:
