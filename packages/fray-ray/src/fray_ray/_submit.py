@@ -147,8 +147,10 @@ class Launcher:
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
         prepared = self._prepared.get(id(request))
-        if request.processes_per_task != 1 or request.timeout is not None:
-            _refuse_unsupported(check_request(request))
+        if isinstance(request, JobRequest) and (
+            request.processes_per_task != 1 or request.timeout is not None
+        ):
+            _refuse_unsupported(request)
         if prepared is None or prepared.request is not request or prepared.shape != _shape(request):
             check_request(request)
             if isinstance(request.resources.device, TpuConfig):
