@@ -6,7 +6,7 @@ Started as ``python _zephyr_code.py``, it prints ``ready`` and serves commands o
 per line: ``pipeline`` runs the pipeline once and prints ``{"seconds": ...}``; ``quit`` (or
 the end of stdin) ends it. The pipeline: numbers in four shards, ``map`` reading data put with
 ``ctx.put``, ``filter``, ``flat_map`` and ``group_by`` with a combiner; the result is checked
-on every run.
+on every run. Its functions are the Zephyr example's (``examples/zephyr_pipeline.py``).
 """
 
 from __future__ import annotations
@@ -17,43 +17,23 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+
+# The pipeline's functions are the Zephyr example's own (examples/zephyr_pipeline.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from zephyr_pipeline import (
+    OFFSET,
+    add_offset,
+    both_signs,
+    count_group,
+    each,
+    keep,
+    pass_through,
+    sign,
+)
 
 NUMBERS = 400
 SHARDS = 4
-OFFSET = 100
-
-
-def each(chunk: list[int]) -> list[int]:
-    return chunk
-
-
-def add_offset(x: int) -> int:
-    from zephyr import zephyr_worker_ctx
-
-    return x + zephyr_worker_ctx().get_shared("offset")
-
-
-def keep(x: int) -> bool:
-    return x % 3 != 0
-
-
-def both_signs(x: int) -> list[int]:
-    return [x, -x]
-
-
-def sign(x: int) -> bool:
-    return x > 0
-
-
-def count_group(key: bool, items: Iterator[int]) -> dict[str, Any]:
-    values = list(items)
-    return {"positive": key, "count": len(values)}
-
-
-def pass_through(key: bool, items: Iterator[int]) -> Iterator[int]:
-    return iter(list(items))
 
 
 def serve() -> None:
@@ -67,8 +47,11 @@ def serve() -> None:
     work = tempfile.mkdtemp(prefix="fray-bench-zephyr-")
     os.environ["MARIN_PREFIX"] = work
     client = LocalClient()
-    kept = sum(1 for x in range(NUMBERS) if (x + OFFSET) % 3 != 0)
-    expected = [{"positive": False, "count": kept}, {"positive": True, "count": kept}]
+    kept = [x + OFFSET for x in range(NUMBERS) if keep(x + OFFSET)]
+    expected = [
+        {"positive": False, "count": len(kept), "total": -sum(kept)},
+        {"positive": True, "count": len(kept), "total": sum(kept)},
+    ]
     chunks = [list(range(NUMBERS))[i::SHARDS] for i in range(SHARDS)]
     try:
         print("ready", flush=True)
