@@ -26,11 +26,6 @@ def req(fn: Any, *args: Any, name: str = "job", **kw: Any) -> JobRequest:
     return JobRequest(name=name, entrypoint=Entrypoint.from_callable(fn, args), **kw)
 
 
-def spin() -> None:
-    while True:  # pure Python: the stop injected into the thread lands here
-        pass
-
-
 def fail_always() -> None:
     raise ValueError("boom")
 
@@ -38,17 +33,6 @@ def fail_always() -> None:
 def print_lines(count: int) -> None:
     for i in range(count):
         print(f"line {i}")
-
-
-def test_a_thread_attempt_past_its_timeout_fails_and_is_retried_on_the_failure_budget(
-    client: LocalClient,
-) -> None:
-    job = client.submit(req(spin, timeout=0.3, max_retries_failure=1))
-    with pytest.raises(JobFailedError, match=r"ran longer than timeout=0.3s") as info:
-        job.wait(timeout=60)
-    assert isinstance(info.value.__cause__, TimeoutError)
-    record = job.info()
-    assert (record.attempts, record.failures, record.preemptions) == (2, 2, 0)
 
 
 def test_a_process_attempt_past_its_timeout_fails_not_preempted(client: LocalClient) -> None:

@@ -14,7 +14,9 @@ import os
 import secrets
 import sys
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +28,7 @@ from fray import (
     JobStatus,
     ResourceConfig,
 )
-from fray.errors import InvalidRequestError
+from fray.errors import InvalidRequestError, JobFailedError
 from fray_ray import RayClient
 
 ray = pytest.importorskip("ray")
@@ -130,16 +132,69 @@ def test_disk_is_refused_on_ray(client: RayClient):
     ("field", "fields"),
     [
         ("JobRequest.processes_per_task", {"processes_per_task": 2}),
-        ("JobRequest.timeout", {"timeout": 5}),
     ],
 )
 def test_fields_ray_does_not_honour_are_refused(
-    client: RayClient, field: str, fields: dict[str, int]
+    client: RayClient, field: str, fields: dict[str, Any]
 ) -> None:
     request = JobRequest(name="unhonoured", entrypoint=Entrypoint.from_callable(node_id), **fields)
     with pytest.raises(InvalidRequestError) as caught:
         client.submit(request)
     assert caught.value.field == field
+
+
+def sleep_for(seconds: float) -> str:
+    import time
+
+    time.sleep(seconds)
+    return "slept"
+
+
+def test_a_gang_attempt_past_its_timeout_fails_without_retry(client: RayClient) -> None:
+    job = client.submit(
+        JobRequest(
+            name="spin",
+            entrypoint=Entrypoint.from_callable(sleep_for, args=(600,)),
+            resources=ResourceConfig(cpu=0.5),
+            replicas=2,
+            timeout=1,
+            max_retries_failure=1,
+        )
+    )
+    with pytest.raises(JobFailedError, match=r"ran longer than timeout=1s") as caught:
+        job.wait(timeout=120)
+    assert isinstance(caught.value.__cause__, TimeoutError)
+    info = job.info()
+    assert (info.attempts, info.failures, info.preemptions) == (1, 1, 0)
+
+
+def test_a_callable_within_its_timeout_is_untouched(client: RayClient) -> None:
+    job = client.submit(
+        JobRequest(
+            name="quick",
+            entrypoint=Entrypoint.from_callable(sleep_for, args=(0,)),
+            resources=ResourceConfig(cpu=0.5),
+            timeout=60,
+        )
+    )
+    assert job.result(timeout=120) == "slept"
+
+
+def test_a_command_past_its_timeout_is_stopped_and_fails_not_preempted(client: RayClient) -> None:
+    job = client.submit(
+        JobRequest(
+            name="sleepy",
+            entrypoint=Entrypoint.from_command(
+                sys.executable, "-c", "import time; time.sleep(600)"
+            ),
+            resources=ResourceConfig(cpu=0.5),
+            timeout=timedelta(seconds=2),
+        )
+    )
+    with pytest.raises(JobFailedError, match=r"ran longer than timeout=2s"):
+        job.wait(timeout=120)
+    info = job.info()
+    assert (info.failures, info.preemptions) == (1, 0)
 
 
 def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):

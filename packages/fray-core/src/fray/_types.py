@@ -400,8 +400,9 @@ class JobRequest(Model):
         priority: The backend's priority band (0: its default). Placement only: a no-op on
             the local and fake backends and on Ray.
         timeout: Seconds each attempt may run (a number, a ``timedelta`` or the
-            predecessor's ``Duration``); an attempt that runs longer is stopped and counts as
-            a failure. ``None``: no limit.
+            predecessor's ``Duration``); an attempt that runs longer is stopped and the job
+            fails with a ``TimeoutError`` cause, without retry (a deadline, as Iris enforces
+            it). ``None``: no limit.
         isolation: ``"thread"``, ``"process"`` or ``"auto"`` (the local backend runs callables
             in threads unless they need a process: env vars, TPU hosts). Remote backends
             always run jobs in processes.

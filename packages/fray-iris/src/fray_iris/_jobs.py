@@ -56,6 +56,10 @@ def _exit_code(proto: job_pb2.JobStatus, tasks: list[job_pb2.TaskStatus]) -> int
     return proto.exit_code
 
 
+# Iris's error for a task stopped at its ``timeout`` (both lines; it does not retry it).
+_IRIS_TIMEOUT = "Execution timeout exceeded"
+
+
 class IrisJob(JobRecord):
     """One Iris job's record, brought up to date by :meth:`refresh`: the state alone (one
     light call) while it runs; its full status once it has ended (and its tasks when
@@ -218,6 +222,9 @@ class IrisJob(JobRecord):
             if record is not None and record[0] == "error":
                 exc = record[1]
                 return exc, f"{type(exc).__name__}: {exc}"
+        if proto.error == _IRIS_TIMEOUT and self.request.timeout is not None:
+            exc = self.timeout_error()  # the same answer as every backend gives
+            return exc, f"TimeoutError: {exc}"
         return None, proto.error or f"Iris ended the job in {job_pb2.JobState.Name(proto.state)}"
 
     def stored_value(self) -> Any:

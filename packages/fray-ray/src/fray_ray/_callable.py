@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 import time
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -66,6 +67,7 @@ class CallableJob(RayJob):
         "payload",
         "remote",
         "settled",
+        "timer",
         "watched",
     )
 
@@ -92,10 +94,12 @@ class CallableJob(RayJob):
         self.settled = 0
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
+        self.timer: threading.Timer | None = None  # ends the attempt at JobRequest.timeout
         if first is not None:
             self.attempts = 1
             self.started_at = self.submitted_at
             self.status = JobStatus.RUNNING
+            self._arm_timeout(1)
 
     @property
     def refs(self) -> Sequence[Any]:
@@ -117,6 +121,9 @@ class CallableJob(RayJob):
         # so under the lock and has looked at ``ended`` first.)
         self._lone_ref, self._refs = None, ()
         self.outcomes = _NO_OUTCOMES
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         super()._on_end()
 
     def start(self) -> None:
@@ -143,6 +150,7 @@ class CallableJob(RayJob):
                 )
                 refs.append(self.remote.remote((self.payload, ctx)))
             self.refs = refs
+            self._arm_timeout(attempt)
             now = bool(self.callbacks) or book.mirrors
         if attempt > 1:  # a waiter may be waiting for this retry's refs
             book.progress.notify(retry=True)
@@ -150,6 +158,31 @@ class CallableJob(RayJob):
             self.watch(attempt)
         else:
             book.watcher.add(self, attempt)
+
+    def _arm_timeout(self, attempt: int) -> None:
+        """Under ``lock`` (or before the job is shared): fails the job once ``attempt`` has
+        run ``JobRequest.timeout`` seconds, counted from its submission (Ray does not tell when a
+        task starts, so time spent waiting for a node counts too)."""
+        timeout = self.request.timeout
+        if timeout is None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = threading.Timer(timeout, self._time_out, (attempt,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _time_out(self, attempt: int) -> None:
+        """The timer of ``attempt``: the job fails with the record's timeout error (no retry,
+        see ``JobRecord.on_timeout``) and the attempt's tasks are cancelled."""
+        with self.lock:
+            if attempt != self.attempts or self.settled == attempt or self.ended:
+                return
+            self.settled = attempt  # answers arriving from the cancelled tasks change nothing
+            refs = list(self.refs)
+            self.on_timeout(len(refs) - len(self.outcomes))
+        cancel_refs(refs)
+        self.finish(JobStatus.FAILED)
 
     def add_done_callback(self, callback: Callable[[], None]) -> bool:
         if not super().add_done_callback(callback):

@@ -100,17 +100,13 @@ class CommandJob(RayJob):
                 if submission_id is None:
                     break
                 api = self.book.jobs_api()
-                while True:
-                    details = api.get_job_info(submission_id)
-                    if details.status.is_terminal():
-                        break
-                    time.sleep(self._POLL)  # the Jobs API only answers polls
+                details, timed_out = self._await_attempt(api, submission_id)
                 logs = api.get_job_logs(submission_id)
                 attempt_lines = logs.splitlines()
                 with self.lock:
                     self.lines = self.previous_lines + attempt_lines
                     stopping = self.stop_requested
-                if stopping or details.status == RayJobStatus.STOPPED:
+                if stopping:
                     break
                 if details.status == RayJobStatus.SUCCEEDED:
                     self.exit_code = 0
@@ -118,7 +114,12 @@ class CommandJob(RayJob):
                     return
                 code = getattr(details, "driver_exit_code", None)
                 last = next((line for line in reversed(attempt_lines) if line.strip()), "")
-                if code is not None and code > 0:
+                if timed_out:
+                    self.on_timeout()
+                    retry = False
+                elif details.status == RayJobStatus.STOPPED:
+                    break
+                elif code is not None and code > 0:
                     error = f"exited with code {code}" + (f"; last output: {last}" if last else "")
                     retry = self.on_failure(None, error, code)
                 else:
@@ -133,6 +134,27 @@ class CommandJob(RayJob):
             self.finish(JobStatus.FAILED)
             return
         self.finish(JobStatus.STOPPED)
+
+    def _await_attempt(self, api: Any, submission_id: str) -> tuple[Any, bool]:
+        """Polls the attempt until it ends; stops it once it has been RUNNING for
+        ``JobRequest.timeout`` seconds. Returns its last Jobs API record and whether it was
+        stopped for its timeout."""
+        from ray.job_submission import JobStatus as RayJobStatus
+
+        timeout = self.request.timeout
+        running_since: float | None = None
+        timed_out = False
+        while True:
+            details = api.get_job_info(submission_id)
+            if details.status.is_terminal():
+                return details, timed_out
+            if timeout is not None and not timed_out and details.status == RayJobStatus.RUNNING:
+                now = time.monotonic()
+                running_since = now if running_since is None else running_since
+                if now - running_since >= timeout:
+                    timed_out = True
+                    api.stop_job(submission_id)
+            time.sleep(self._POLL)  # the Jobs API only answers polls
 
     def terminate(self) -> None:
         with self.lock:

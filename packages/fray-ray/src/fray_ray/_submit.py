@@ -147,9 +147,7 @@ class Launcher:
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
         prepared = self._prepared.get(id(request))
-        if isinstance(request, JobRequest) and (
-            request.processes_per_task != 1 or request.timeout is not None
-        ):
+        if isinstance(request, JobRequest) and request.processes_per_task != 1:
             _refuse_unsupported(request)
         if prepared is None or prepared.request is not request or prepared.shape != _shape(request):
             check_request(request)
@@ -304,7 +302,7 @@ def _refuse_unsupported(request: JobRequest) -> None:
     """Fields Ray does not honour yet are refused, never ignored.
 
     Raises:
-        InvalidRequestError: ``processes_per_task > 1`` or a ``timeout``.
+        InvalidRequestError: ``processes_per_task > 1``.
     """
     if request.processes_per_task > 1:
         raise InvalidRequestError.for_field(
@@ -312,11 +310,4 @@ def _refuse_unsupported(request: JobRequest) -> None:
             request.processes_per_task,
             "Ray runs one process per replica; use replicas, or a backend that runs a "
             "multi-process supervisor per task (Iris)",
-        )
-    if request.timeout is not None:
-        raise InvalidRequestError.for_field(
-            "JobRequest.timeout",
-            request.timeout,
-            "a per-task timeout is not enforced on Ray yet (the local and Iris backends "
-            "enforce it); leave it unset for Ray",
         )

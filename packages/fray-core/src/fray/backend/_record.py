@@ -164,6 +164,21 @@ class JobRecord:
         self.attempts += 1
         return self.attempts
 
+    def timeout_error(self) -> TimeoutError:
+        """What a job whose current attempt ran past ``JobRequest.timeout`` fails with."""
+        timeout = self.request.timeout or 0.0
+        return TimeoutError(f"attempt {self.attempts} ran longer than timeout={timeout:g}s")
+
+    def on_timeout(self, failed_tasks: int = 1) -> None:
+        """Records that the current attempt ran past ``JobRequest.timeout`` and was stopped:
+        a failure that ends the job whatever retries are left (a deadline, as Iris enforces
+        it: an attempt that ran out of time once would again). The caller then finishes the
+        job FAILED."""
+        cause = self.timeout_error()
+        self.failures += 1
+        self.task_failures += max(failed_tasks, 1)
+        self.cause, self.error, self.exit_code = cause, f"TimeoutError: {cause}", None
+
     def on_failure(
         self,
         cause: BaseException | None,

@@ -230,7 +230,9 @@ class LocalClient(BaseClient):
                 if job.stop_requested:
                     return
                 if job.timed_out == job.attempts:
-                    outcome = self._timed_out(job)
+                    job.on_timeout(len(job.replicas))
+                    job.finish(JobStatus.FAILED)
+                    return
                 kind = outcome[0]
                 if kind == "stopped":
                     return
@@ -258,12 +260,6 @@ class LocalClient(BaseClient):
         finally:
             if not job.ended:  # stopped: by terminate(), or before it could start
                 job.finish(JobStatus.STOPPED)
-
-    @staticmethod
-    def _timed_out(job: LocalJob) -> tuple[Any, ...]:
-        timeout = job.request.timeout
-        message = f"attempt {job.attempts} ran longer than timeout={timeout:g}s"
-        return ("failed", TimeoutError(message), f"TimeoutError: {message}", None, 1)
 
     def _arm_timeout(self, job: LocalJob) -> threading.Timer | None:
         """Stops the attempt now starting once it has run ``JobRequest.timeout`` seconds."""

@@ -20,6 +20,17 @@ __all__ = ["RetryTests"]
 class RetryTests(ConformanceTests):
     """Each attempt follows a plan (``S`` succeed, ``F`` fail, ``P`` preempted)."""
 
+    def test_an_attempt_past_its_timeout_ends_the_job_without_retry(self, client: Client) -> None:
+        """``JobRequest.timeout`` is a deadline per attempt: the attempt is stopped and the
+        job fails, whatever ``max_retries_failure`` is left (as Iris enforces it)."""
+        self.require("runs_jobs_concurrently")
+        job = client.submit(self.request(ep.run_until_terminated, timeout=1, max_retries_failure=2))
+        with pytest.raises(JobFailedError, match=r"ran longer than timeout=1s") as caught:
+            job.wait(timeout=self.timeout)
+        assert isinstance(caught.value.__cause__, TimeoutError)
+        info = job.info()
+        assert (info.attempts, info.preemptions) == (1, 0)
+
     def planned(self, client: Client, tmp_path: Path, plan: str, **budgets: int) -> JobHandle:
         """Submits a job whose attempts follow ``plan``; preempting attempts need a process
         of their own where the backend can give one."""

@@ -145,6 +145,7 @@ def _start(
         memory=memory,
         resources=dict(resources),
         scheduling_timeout_s=scheduling_timeout,
+        attempt_timeout_s=request.timeout,
         health_interval_s=health_interval
         or _env_float(ev.FRAY_TPU_HEALTH_INTERVAL_S, _DEFAULT_HEALTH_INTERVAL_S),
         megascale_port=DEFAULT_MEGASCALE_PORT,

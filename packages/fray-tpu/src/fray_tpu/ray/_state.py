@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import cloudpickle
 import ray
 
 from fray import JobRequest, JobStatus
@@ -90,14 +91,21 @@ class _JobStateImpl:
         self, kind: str, error: str, cause: bytes | None, code: int | None = None
     ) -> dict[str, Any]:
         """Charges a lost attempt to one budget (``kind``: ``"preemption"`` or
-        ``"failure"``); the snapshot says whether to retry. ``cause`` is the user's
-        exception, pickled (kept if it is the first problem)."""
+        ``"failure"``; ``"timeout"`` ends the job); the snapshot says whether to retry.
+        ``cause`` is the user's exception, pickled (kept if it is the first problem)."""
         with self._cond:
             if not self.record.ended:
                 self.in_flight = False
-                if self.first_cause is None:
-                    self.first_cause = cause
-                self._charge(kind, error, code)
+                if kind == "timeout":  # a deadline: the job ends, with its TimeoutError
+                    self.record.on_timeout(self.record.request.replica_count)
+                    self.first_cause = cloudpickle.dumps(self.record.cause)
+                    self.record.reason = kind
+                    self.record.finish(JobStatus.FAILED)
+                    self._emit(f"[fray-tpu] giving up: {self.record.error}")
+                else:
+                    if self.first_cause is None:
+                        self.first_cause = cause
+                    self._charge(kind, error, code)
             self.preempted.clear()  # reports about the ended attempt's gang no longer matter
             self._cond.notify_all()
             return self._snapshot()

@@ -56,6 +56,7 @@ class GangSpec:
     memory: int | None = None
     resources: dict[str, float] = field(default_factory=dict)
     scheduling_timeout_s: float | None = 600.0
+    attempt_timeout_s: float | None = None  # JobRequest.timeout: a deadline per attempt
     health_interval_s: float = 2.0
     megascale_port: int = 8081
 
@@ -65,7 +66,7 @@ _FINISHED = ("failed", "succeeded", "stopped")
 
 @dataclass
 class _Outcome:
-    kind: str  # ok | preemption | failure | stopped
+    kind: str  # ok | preemption | failure | timeout | stopped
     error: str = ""
     cause: BaseException | None = None
     results: list[Any] | None = None
@@ -227,8 +228,12 @@ def _run_attempt(spec: GangSpec, state: Any, gang: Gang, vm_count: int) -> _Outc
     pending = list(refs)
     interval = min(spec.health_interval_s, 1.0)
     next_check = time.monotonic() + interval
+    deadline = None if spec.attempt_timeout_s is None else time.monotonic() + spec.attempt_timeout_s
     while pending:
-        wait_s = max(next_check - time.monotonic(), 0.01)
+        if deadline is not None and time.monotonic() >= deadline:
+            return _Outcome("timeout")  # the state actor words it (JobRecord.on_timeout)
+        wake = next_check if deadline is None else min(next_check, deadline)
+        wait_s = max(wake - time.monotonic(), 0.01)
         ready, pending = ray.wait(pending, num_returns=1, timeout=wait_s)
         for ref in ready:
             index = index_of[ref]
