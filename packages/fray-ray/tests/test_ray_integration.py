@@ -27,6 +27,7 @@ from fray import (
     JobRequest,
     JobStatus,
     ResourceConfig,
+    TpuConfig,
 )
 from fray.errors import InvalidRequestError, JobFailedError
 from fray_ray import RayClient
@@ -132,6 +133,7 @@ def test_disk_is_refused_on_ray(client: RayClient):
     ("field", "fields"),
     [
         ("JobRequest.processes_per_task", {"processes_per_task": 2}),
+        ("JobRequest.scheduling_timeout", {"scheduling_timeout": 5}),
     ],
 )
 def test_fields_ray_does_not_honour_are_refused(
@@ -195,6 +197,19 @@ def test_a_command_past_its_timeout_is_stopped_and_fails_not_preempted(client: R
         job.wait(timeout=120)
     info = job.info()
     assert (info.failures, info.preemptions) == (1, 0)
+
+
+def test_a_tpu_job_no_node_can_take_fails_at_its_scheduling_timeout(client: RayClient) -> None:
+    job = client.submit(
+        JobRequest(
+            name="no-such-slice",
+            entrypoint=Entrypoint.from_callable(node_id),
+            resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
+            scheduling_timeout=2,
+        )
+    )
+    with pytest.raises(JobFailedError, match=r"could not schedule the TPU gang within 2s"):
+        job.wait(timeout=120)
 
 
 def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):

@@ -403,6 +403,11 @@ class JobRequest(Model):
             predecessor's ``Duration``); an attempt that runs longer is stopped and the job
             fails with a ``TimeoutError`` cause, without retry (a deadline, as Iris enforces
             it). ``None``: no limit.
+        scheduling_timeout: Seconds the job may wait to be placed (same forms as
+            ``timeout``); a job still waiting then fails, its error saying what it asked
+            for and why no node took it. ``None`` (the default): wait as long as it takes
+            (TPU users wait hours for slices). Iris and Ray's TPU gangs honour it; the local
+            and fake backends place every job at once; Ray refuses it for other jobs.
         isolation: ``"thread"``, ``"process"`` or ``"auto"`` (the local backend runs callables
             in threads unless they need a process: env vars, TPU hosts). Remote backends
             always run jobs in processes.
@@ -424,9 +429,10 @@ class JobRequest(Model):
     max_task_failures: int = Field(default=0, ge=0)
     priority: int = 0
     timeout: float | None = None
+    scheduling_timeout: float | None = None
     isolation: Literal["auto", "thread", "process"] = "auto"
 
-    @field_validator("timeout", mode="before")
+    @field_validator("timeout", "scheduling_timeout", mode="before")
     @classmethod
     def _check_timeout(cls, value: Any) -> float | None:
         return _seconds(value)
@@ -507,6 +513,8 @@ class JobInfo(Model):
         submitted_at: Unix time of submission.
         started_at: Unix time the first attempt started, if it has.
         finished_at: Unix time it reached a final status, if it has.
+        pending_reason: While the job waits to be placed, why (what it asked for and what
+            the cluster lacks), where the backend says.
     """
 
     job_id: str
@@ -523,3 +531,4 @@ class JobInfo(Model):
     submitted_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    pending_reason: str | None = None

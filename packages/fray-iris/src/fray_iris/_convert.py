@@ -153,6 +153,7 @@ class IrisRequest:
     max_task_failures: int | None = None
     priority_band: int = 0
     timeout: Duration | None = None
+    scheduling_timeout: Duration | None = None
 
     def kwargs(self) -> dict[str, Any]:
         """As keyword arguments for ``submit`` (only what this Iris line accepts)."""
@@ -172,6 +173,8 @@ class IrisRequest:
             kwargs["priority_band"] = self.priority_band
         if self.timeout is not None:
             kwargs["timeout"] = self.timeout
+        if self.scheduling_timeout is not None:
+            kwargs["scheduling_timeout"] = self.scheduling_timeout
         return kwargs
 
 
@@ -227,8 +230,13 @@ def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = N
         task_image=environment.docker_image if environment is not None else None,
         max_task_failures=to_task_failure_budget(request),
         priority_band=to_priority_band(request.priority),
-        timeout=Duration.from_seconds(request.timeout) if request.timeout is not None else None,
+        timeout=_duration(request.timeout),
+        scheduling_timeout=_duration(request.scheduling_timeout),
     )
+
+
+def _duration(seconds: float | None) -> Duration | None:
+    return Duration.from_seconds(seconds) if seconds is not None else None
 
 
 def ship_code_by_value(obj: Any) -> None:

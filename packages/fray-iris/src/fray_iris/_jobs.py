@@ -58,6 +58,9 @@ def _exit_code(proto: job_pb2.JobStatus, tasks: list[job_pb2.TaskStatus]) -> int
 
 # Iris's error for a task stopped at its ``timeout`` (both lines; it does not retry it).
 _IRIS_TIMEOUT = "Execution timeout exceeded"
+# Iris's pending reason before its scheduler has looked at the job.
+_NO_FEEDBACK_YET = "Pending scheduler feedback"
+PENDING_REASON_EVERY_S = 1.0
 
 
 class IrisJob(JobRecord):
@@ -77,6 +80,8 @@ class IrisJob(JobRecord):
         "has_value",
         "iris_error",
         "iris_finished_at",
+        "pending_reason",
+        "pending_seen",
         "proto",
         "replicas",
         "session",
@@ -110,6 +115,8 @@ class IrisJob(JobRecord):
         self.ended_seen = 0.0  # when this process recorded the end (monotonic)
         self.has_value = False
         self.changed_at = time.monotonic()
+        self.pending_reason: str | None = None  # why Iris has not placed it (last seen)
+        self.pending_seen = 0.0  # when that was read (monotonic)
 
     # -- keeping current ---------------------------------------------------------------------
 
@@ -130,9 +137,20 @@ class IrisJob(JobRecord):
             if state is None:
                 raise JobNotFoundError(self.job_id)
             if not is_job_finished(state):
-                self._set_status(job_status(state))
+                status = job_status(state)
+                self._set_status(status)
+                if status is JobStatus.PENDING:
+                    self._read_pending_reason()
                 return
         self._load(detail)
+
+    def _read_pending_reason(self) -> None:
+        """Asks Iris why the job is not placed yet (at most once a second)."""
+        if time.monotonic() - self.pending_seen < PENDING_REASON_EVERY_S:
+            return
+        with translate_errors(f"status of {self.job_id}", job_id=self.job_id):
+            proto = _iris.job_status(self.session.raw, self.wire)
+        self._note_pending_reason(proto)
 
     def settle(self, state: int) -> None:
         """Records the end of the job, whose state was learnt elsewhere (a batched call)."""
@@ -189,6 +207,14 @@ class IrisJob(JobRecord):
             if not self.ended and status is not self.status:
                 self.status = status
                 self.changed_at = time.monotonic()
+            if status is JobStatus.PENDING:
+                self._note_pending_reason(proto)
+
+    def _note_pending_reason(self, proto: job_pb2.JobStatus) -> None:
+        self.pending_seen = time.monotonic()
+        reason = " ".join(proto.pending_reason.split())
+        if reason and reason != _NO_FEEDBACK_YET:
+            self.pending_reason = reason
 
     def _set_status(self, status: JobStatus) -> None:
         with self.lock:
@@ -222,6 +248,12 @@ class IrisJob(JobRecord):
             if record is not None and record[0] == "error":
                 exc = record[1]
                 return exc, f"{type(exc).__name__}: {exc}"
+        if proto.state == job_pb2.JOB_STATE_UNSCHEDULABLE:
+            reason = self.pending_reason or " ".join(proto.pending_reason.split()) or None
+            if self.request.scheduling_timeout is not None:
+                return None, self.unplaced_error(reason)
+            if reason:
+                return None, f"{proto.error or 'Iris cannot place the job'}; {reason}"
         if proto.error == _IRIS_TIMEOUT and self.request.timeout is not None:
             exc = self.timeout_error()  # the same answer as every backend gives
             return exc, f"TimeoutError: {exc}"
@@ -264,7 +296,14 @@ class IrisJob(JobRecord):
             super()
             .info(children)
             .model_copy(
-                update={"name": self.wire.name, "replicas": replicas, "error": self.iris_error}
+                update={
+                    "name": self.wire.name,
+                    "replicas": replicas,
+                    "error": self.iris_error,
+                    "pending_reason": self.pending_reason
+                    if self.status is JobStatus.PENDING
+                    else None,
+                }
             )
         )
 

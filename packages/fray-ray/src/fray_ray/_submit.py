@@ -147,7 +147,9 @@ class Launcher:
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
         prepared = self._prepared.get(id(request))
-        if isinstance(request, JobRequest) and request.processes_per_task != 1:
+        if isinstance(request, JobRequest) and (
+            request.processes_per_task != 1 or request.scheduling_timeout is not None
+        ):
             _refuse_unsupported(request)
         if prepared is None or prepared.request is not request or prepared.shape != _shape(request):
             check_request(request)
@@ -302,7 +304,8 @@ def _refuse_unsupported(request: JobRequest) -> None:
     """Fields Ray does not honour yet are refused, never ignored.
 
     Raises:
-        InvalidRequestError: ``processes_per_task > 1``.
+        InvalidRequestError: ``processes_per_task > 1``; a ``scheduling_timeout`` on a job
+            that is not a TPU gang (the gang's supervisor honours it).
     """
     if request.processes_per_task > 1:
         raise InvalidRequestError.for_field(
@@ -310,4 +313,13 @@ def _refuse_unsupported(request: JobRequest) -> None:
             request.processes_per_task,
             "Ray runs one process per replica; use replicas, or a backend that runs a "
             "multi-process supervisor per task (Iris)",
+        )
+    if request.scheduling_timeout is not None and not isinstance(
+        request.resources.device, TpuConfig
+    ):
+        raise InvalidRequestError.for_field(
+            "JobRequest.scheduling_timeout",
+            request.scheduling_timeout,
+            "Ray does not say when a task is placed, so only TPU gangs (whose supervisor "
+            "claims the slices) honour it on Ray; leave it unset for other Ray jobs",
         )

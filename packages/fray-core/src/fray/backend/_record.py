@@ -164,6 +164,30 @@ class JobRecord:
         self.attempts += 1
         return self.attempts
 
+    def unplaced_error(self, reason: str | None) -> str:
+        """The error of a job that was not placed within ``JobRequest.scheduling_timeout``:
+        what each replica asked for and, where the backend says, why no node took it."""
+        request = self.request
+        res = request.resources
+        asked = f"cpu={res.cpu:g}, ram={res.ram}"
+        device = res.device
+        if device.kind == "gpu":
+            asked += f", {getattr(device, 'count', 1)}× GPU {device.variant}"
+        elif device.kind == "tpu":
+            asked += f", TPU {device.variant}"
+        if res.regions:
+            asked += f", regions={list(res.regions)}"
+        if res.zone:
+            asked += f", zone={res.zone}"
+        if not res.preemptible:
+            asked += ", preemptible=False"
+        waited = request.scheduling_timeout or 0.0
+        text = (
+            f"not placed within scheduling_timeout={waited:g}s: each of its "
+            f"{request.replica_count} replica(s) asks for {asked}"
+        )
+        return f"{text}; the cluster says: {reason}" if reason else text
+
     def timeout_error(self) -> TimeoutError:
         """What a job whose current attempt ran past ``JobRequest.timeout`` fails with."""
         timeout = self.request.timeout or 0.0

@@ -172,6 +172,7 @@ def _info_row(info: JobInfo) -> dict[str, Any]:
         "failures": info.failures,
         "preemptions": info.preemptions,
         "children": list(info.children),
+        "pending_reason": info.pending_reason,
     }
 
 
@@ -306,6 +307,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 ("status", info.status.value),
                 ("exit code", "-" if info.exit_code is None else info.exit_code),
                 ("error", info.error or "-"),
+                *([("waiting", info.pending_reason)] if info.pending_reason else []),
                 (
                     "attempts",
                     f"{info.attempts} (failures {info.failures}, preemptions {info.preemptions})",

@@ -193,7 +193,7 @@ def submit_tpu_job(
         request: A job whose ``resources.device`` is a ``TpuConfig``.
         job_id: The id the client gave the job.
         scheduling_timeout: Seconds to wait for the slices (default
-            ``$FRAY_TPU_SCHEDULING_TIMEOUT_S`` or 600).
+            ``request.scheduling_timeout``, else ``$FRAY_TPU_SCHEDULING_TIMEOUT_S`` or 600).
         health_interval: Seconds between health checks of the running gang.
         supervisor_options: Extra Ray ``.options()`` for the supervisor task.
 
@@ -235,7 +235,9 @@ def submit_tpu_job(
         num_cpus=num_cpus,
         memory=memory,
         resources=extra_resources,
-        scheduling_timeout=scheduling_timeout,
+        scheduling_timeout=scheduling_timeout
+        if scheduling_timeout is not None
+        else request.scheduling_timeout,
         health_interval=health_interval,
         supervisor_options=supervisor_options,
     )
