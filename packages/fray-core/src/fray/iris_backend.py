@@ -1,26 +1,145 @@
-"""The Iris backend at the predecessor's ``fray.iris_backend`` path: fray-iris's objects,
-loaded on first use. Without fray-iris installed, each name raises
-``BackendUnavailableError`` (an ``ImportError``) with the install command."""
+"""The Iris backend at the predecessor's ``fray.iris_backend`` path, loaded on first use.
+
+Three kinds of names live here, as in the predecessor's module:
+
+- fray-iris's client, job handle and actor types (``FrayIrisClient``, ``IrisJobHandle``...);
+- the predecessor's helpers that build Iris requests from Fray's types
+  (``convert_resources``, ``convert_environment``, ``resolve_coscheduling``...), from
+  ``fray_iris._predecessor_api``; they return the installed marin-iris's types;
+- Fray's own types, re-exported under the predecessor's names (``FrayEntrypoint`` is
+  ``fray.Entrypoint``, ``FrayJobAlreadyExists`` is ``fray.JobAlreadyExists``,
+  ``OperationFuture`` is the future of a long-running actor call, ``method.submit()``).
+
+Fray's types resolve without fray-iris. Without fray-iris installed, each of the others
+raises ``BackendUnavailableError`` (an ``ImportError``) with the install command.
+"""
 
 from __future__ import annotations
 
+import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from fray.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
+    from fray._actor import ActorContext, HostedActor
+    from fray._protocols import ActorFuture, ActorHandle
+    from fray._resources import (
+        ANY_REGION,
+        CpuConfig,
+        DeviceConfig,
+        GpuConfig,
+        ResourceConfig,
+        TpuConfig,
+    )
+    from fray._types import ActorConfig, EnvironmentConfig, JobRequest, JobStatus
+    from fray._types import Entrypoint as FrayEntrypoint
+    from fray.backend import CallFuture as OperationFuture
+    from fray.errors import ActorUnavailableError
+    from fray.errors import JobAlreadyExists as FrayJobAlreadyExists
     from fray_iris import FrayIrisClient, IrisActorGroup, IrisActorHandle, IrisJobHandle
+    from fray_iris._predecessor_api import (  # pyright: ignore[reportPrivateUsage]
+        NSYS_TASKS_ENV,
+        convert_constraints,
+        convert_container_profile,
+        convert_entrypoint,
+        convert_environment,
+        convert_resources,
+        map_iris_job_state,
+        resolve_coscheduling,
+        wrap_multiprocess,
+        wrap_nsys,
+    )
 
-__all__ = ["FrayIrisClient", "IrisActorGroup", "IrisActorHandle", "IrisJobHandle"]
+logger = logging.getLogger(__name__)
 
-_NAMES = frozenset(__all__)
+# Fray's own objects, by the predecessor's name: (module, name there). ``OperationFuture``
+# is the future ``method.submit()`` returns (a long-running actor call; a
+# ``concurrent.futures.Future`` whose ``result(timeout)`` raises ``JobTimeoutError``).
+_FRAY: dict[str, tuple[str, str]] = {
+    "ANY_REGION": ("fray._resources", "ANY_REGION"),
+    "ActorConfig": ("fray._types", "ActorConfig"),
+    "ActorContext": ("fray._actor", "ActorContext"),
+    "ActorFuture": ("fray._protocols", "ActorFuture"),
+    "ActorHandle": ("fray._protocols", "ActorHandle"),
+    "ActorUnavailableError": ("fray.errors", "ActorUnavailableError"),
+    "CpuConfig": ("fray._resources", "CpuConfig"),
+    "DeviceConfig": ("fray._resources", "DeviceConfig"),
+    "EnvironmentConfig": ("fray._types", "EnvironmentConfig"),
+    "FrayEntrypoint": ("fray._types", "Entrypoint"),
+    "FrayJobAlreadyExists": ("fray.errors", "JobAlreadyExists"),
+    "GpuConfig": ("fray._resources", "GpuConfig"),
+    "HostedActor": ("fray._actor", "HostedActor"),
+    "JobRequest": ("fray._types", "JobRequest"),
+    "JobStatus": ("fray._types", "JobStatus"),
+    "OperationFuture": ("fray.backend", "CallFuture"),
+    "ResourceConfig": ("fray._resources", "ResourceConfig"),
+    "TpuConfig": ("fray._resources", "TpuConfig"),
+}
+
+# fray-iris's client, job and actor types; every other name of ``__all__`` that is neither
+# one of Fray's objects above nor ``logger`` is a helper of ``fray_iris._predecessor_api``.
+_IRIS_TYPES = frozenset({"FrayIrisClient", "IrisActorGroup", "IrisActorHandle", "IrisJobHandle"})
+
+__all__ = [
+    "ANY_REGION",
+    "NSYS_TASKS_ENV",
+    "ActorConfig",
+    "ActorContext",
+    "ActorFuture",
+    "ActorHandle",
+    "ActorUnavailableError",
+    "CpuConfig",
+    "DeviceConfig",
+    "EnvironmentConfig",
+    "FrayEntrypoint",
+    "FrayIrisClient",
+    "FrayJobAlreadyExists",
+    "GpuConfig",
+    "HostedActor",
+    "IrisActorGroup",
+    "IrisActorHandle",
+    "IrisJobHandle",
+    "JobRequest",
+    "JobStatus",
+    "OperationFuture",
+    "ResourceConfig",
+    "TpuConfig",
+    "convert_constraints",
+    "convert_container_profile",
+    "convert_entrypoint",
+    "convert_environment",
+    "convert_resources",
+    "logger",
+    "map_iris_job_state",
+    "resolve_coscheduling",
+    "wrap_multiprocess",
+    "wrap_nsys",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _NAMES:
+    if name in _FRAY:
+        module, attr = _FRAY[name]
+        value = getattr(importlib.import_module(module), attr)
+    elif name in __all__:
+        module = "fray_iris" if name in _IRIS_TYPES else "fray_iris._predecessor_api"
+        value = getattr(_import_fray_iris(name, module), name)
+    else:
         raise AttributeError(f"module 'fray.iris_backend' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def _import_fray_iris(name: str, module: str) -> Any:
+    """fray-iris's ``module``, or the install hint when fray-iris (or Iris) is missing."""
     try:
-        import fray_iris
+        return importlib.import_module(module)
     except ImportError as err:
         if err.name is not None and err.name.split(".")[0] in ("fray_iris", "iris"):
             raise BackendUnavailableError(
@@ -28,6 +147,3 @@ def __getattr__(name: str) -> Any:
                 'Install it with: pip install "fray-core[iris]"'
             ) from err
         raise
-    value = getattr(fray_iris, name)
-    globals()[name] = value
-    return value

@@ -15,44 +15,18 @@ from pathlib import Path
 import pytest
 
 _NAMES = json.loads((Path(__file__).with_name("predecessor_names.json")).read_text())
+_REEXPORTS = json.loads((Path(__file__).with_name("predecessor_reexports.json")).read_text())
 
-_IRIS = "comes with fray-iris on the predecessor's Iris API (the Iris issue)"
-PENDING: dict[tuple[str, str], str] = {
-    ("fray.iris_backend", "ActorUnavailableError"): _IRIS,
-    **{
-        ("fray.iris_backend", name): _IRIS
-        for name in [
-            "FrayEntrypoint",
-            "FrayJobAlreadyExists",
-            "NSYS_TASKS_ENV",
-            "OperationFuture",
-            "convert_constraints",
-            "convert_container_profile",
-            "convert_entrypoint",
-            "convert_environment",
-            "convert_resources",
-            "logger",
-            "map_iris_job_state",
-            "resolve_coscheduling",
-            "wrap_multiprocess",
-            "wrap_nsys",
-            "ANY_REGION",
-            "ActorConfig",
-            "HostedActor",
-            "ActorContext",
-            "ActorFuture",
-            "ActorHandle",
-            "CpuConfig",
-            "DeviceConfig",
-            "EnvironmentConfig",
-            "GpuConfig",
-            "JobRequest",
-            "JobStatus",
-            "ResourceConfig",
-            "TpuConfig",
-        ]
-    },
+# fray.iris_backend's re-exports of Fray's own objects: name -> (module, name there). They
+# resolve without fray-iris; the predecessor imported two of them under another name.
+_IRIS_BACKEND_ALIASES = {"FrayEntrypoint": "Entrypoint", "FrayJobAlreadyExists": "JobAlreadyExists"}
+_IRIS_BACKEND_REEXPORTS = {
+    name: (source, _IRIS_BACKEND_ALIASES.get(name, name))
+    for modules in _REEXPORTS.values()
+    for name, source in modules.get("fray.iris_backend", {}).items()
 }
+
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _cases() -> list[tuple[str, str]]:
@@ -76,7 +50,8 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize(("module", "name"), _params())
 def test_predecessor_name_imports(module: str, name: str) -> None:
-    if module == "fray.iris_backend" or name == "FrayIrisClient":
+    needs_iris = module == "fray.iris_backend" and name not in _IRIS_BACKEND_REEXPORTS
+    if needs_iris or name == "FrayIrisClient":
         pytest.importorskip("fray_iris")  # fray-core alone: these need fray-iris
     imported = importlib.import_module(module)
     assert getattr(imported, name) is not None
@@ -127,3 +102,31 @@ def test_type_paths_are_the_same_objects() -> None:
     assert fray.local_backend.LocalClient is fray.LocalClient
     assert fray.types.get_tpu_topology("v5p-16").vm_count == 2
     assert [row.name for row in fray.types.TPU_TOPOLOGIES][:2] == ["v4-8", "v4-16"]
+
+
+def test_iris_backend_reexports_are_frays_objects_and_need_no_fray_iris() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, json, sys\n"
+        "sys.modules['fray_iris'] = None  # as if fray-iris were not installed\n"
+        "import fray.iris_backend as ib\n"
+        f"for name, (source, attr) in {_IRIS_BACKEND_REEXPORTS!r}.items():\n"
+        "    assert getattr(ib, name) is getattr(importlib.import_module(source), attr), name\n"
+        "assert ib.logger.name == 'fray.iris_backend'\n"
+        "from fray.backend import CallFuture\n"
+        "assert ib.OperationFuture is CallFuture\n"
+        "try:\n"
+        "    ib.convert_resources\n"
+        "except ImportError as err:\n"
+        "    assert 'pip install' in str(err), err\n"
+        "else:\n"
+        "    raise AssertionError('convert_resources resolved without fray-iris')\n"
+        "heavy = [m for m in ('iris', 'ray', 'jax', 'fsspec') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+    assert len(_IRIS_BACKEND_REEXPORTS) == 17  # both wheels together

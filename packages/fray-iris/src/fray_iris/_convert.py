@@ -18,6 +18,7 @@ from iris.client import JobAlreadyExists as IrisJobAlreadyExists
 from iris.client import JobFailedError as IrisJobFailedError
 from iris.cluster.constraints import (
     Constraint,
+    ConstraintOp,
     device_variant_constraint,
     preemptible_constraint,
     region_constraint,
@@ -35,6 +36,7 @@ from iris.rpc import job_pb2
 from rigging.timing import Duration
 
 from fray import (
+    ANY_REGION,
     CpuConfig,
     EnvironmentConfig,
     GpuConfig,
@@ -102,20 +104,47 @@ def to_resource_spec(resources: ResourceConfig) -> ResourceSpec:
 
 
 def to_constraints(resources: ResourceConfig) -> list[Constraint]:
-    """Placement constraints: non-preemptible capacity, regions, zone, device variants."""
+    """Placement constraints: non-preemptible capacity, regions (``[ANY_REGION]``: any, not
+    the parent's), zone, target cluster, device variants."""
     constraints: list[Constraint] = []
     if not resources.preemptible:
         constraints.append(preemptible_constraint(False))
-    if resources.regions:
+    if resources.regions == (ANY_REGION,):
+        constraints.append(_any_region())
+    elif resources.regions:
         constraints.append(region_constraint(list(resources.regions)))
     if resources.zone:
         constraints.append(zone_constraint(resources.zone))
+    if resources.target_cluster:
+        constraints.append(_cluster(resources.target_cluster))
     device = resources.device
     if resources.device_alternatives and isinstance(device, TpuConfig | GpuConfig):
         constraints.append(
             device_variant_constraint([device.variant, *resources.device_alternatives])
         )
     return constraints
+
+
+def _any_region() -> Constraint:
+    if _iris.any_region_constraint is None:
+        raise InvalidRequestError.for_field(
+            "ResourceConfig.regions",
+            [ANY_REGION],
+            f"a list of region names with marin-iris {_iris.IRIS_VERSION}: ANY_REGION (any "
+            f"region, not the parent job's) needs {_iris.NEWER_IRIS}",
+        )
+    return _iris.any_region_constraint()
+
+
+def _cluster(name: str) -> Constraint:
+    if _iris.CLUSTER_CONSTRAINT_KEY is None:
+        raise InvalidRequestError.for_field(
+            "ResourceConfig.target_cluster",
+            name,
+            f"only None with marin-iris {_iris.IRIS_VERSION}: choosing a cluster needs "
+            f"{_iris.NEWER_IRIS}",
+        )
+    return Constraint.create(key=_iris.CLUSTER_CONSTRAINT_KEY, op=ConstraintOp.EQ, value=name)
 
 
 def to_coscheduling(resources: ResourceConfig) -> CoschedulingConfig | None:
@@ -130,7 +159,13 @@ def to_environment(request: JobRequest, extra_env: dict[str, str]) -> Environmen
     """Env vars (device defaults overridden by the request's own), pip packages, extras."""
     env = request.env_vars
     env.update(extra_env)
-    environment = request.environment or EnvironmentConfig()
+    return environment_spec(request.environment, env)
+
+
+def environment_spec(environment: EnvironmentConfig | None, env: dict[str, str]) -> EnvironmentSpec:
+    """Iris's environment: ``env`` as the env vars, the pip packages and extras of
+    ``environment`` (none when it is ``None``)."""
+    environment = environment or EnvironmentConfig()
     return EnvironmentSpec(
         pip_packages=list(environment.pip_packages) or None,
         env_vars=env,

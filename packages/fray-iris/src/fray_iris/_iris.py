@@ -13,32 +13,41 @@ share (the low-level ``RemoteClusterClient`` still speaks the same protos on bot
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import inspect
+from types import ModuleType
 from typing import Any
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.client import IrisClient as RawIrisClient
 from iris.client.client import get_iris_ctx
+from iris.cluster import constraints as _constraints
 from iris.cluster.types import JobName
 from iris.rpc import controller_pb2, job_pb2
 
-from fray.errors import FrayError
+from fray.errors import BackendUnavailableError, FrayError
 
 __all__ = [
     "ACTOR_NOT_FOUND",
+    "CLUSTER_CONSTRAINT_KEY",
+    "CONTAINER_PROFILES",
     "HAS_JOB_FAILURE_BUDGET",
     "IRIS_VERSION",
+    "NEWER_IRIS",
     "PRIORITY_BANDS",
     "RawIrisClient",
+    "any_region_constraint",
     "endpoints_named",
     "endpoints_under",
     "fetch_logs",
     "get_iris_ctx",
+    "gpu_gang_level",
     "job_status",
     "list_jobs",
     "list_tasks",
+    "newer_module",
     "probe",
     "terminate",
     "unreachable_reason",
@@ -60,6 +69,49 @@ PRIORITY_BANDS: dict[int, str] = {
 # The actor server's ``error_type`` for an unknown method or actor: "NotFound" on 0.2.20,
 # "not_found" on 0.2.227 (which answers "unavailable" for an actor not registered yet).
 ACTOR_NOT_FOUND = frozenset({"NotFound", "not_found"})
+
+# What to install for the pieces below that only the newer line has.
+NEWER_IRIS = "marin-iris 0.2.227 (Python >= 3.12)"
+
+# 0.2.227 only: the ANY region (a region EXISTS constraint: run anywhere, do not inherit the
+# parent job's region; 0.2.20 allows only EQ and IN on regions), the worker attribute of a
+# controller that fronts several clusters, and container profiles by name.
+any_region_constraint: Any = getattr(_constraints, "any_region_constraint", None)
+CLUSTER_CONSTRAINT_KEY: str | None = getattr(_constraints, "CLUSTER_CONSTRAINT_KEY", None)
+_PROFILES: Any = getattr(job_pb2, "ContainerProfile", None)
+CONTAINER_PROFILES: dict[str, int] = dict(_PROFILES.items()) if _PROFILES is not None else {}
+
+
+def newer_module(name: str, what: str) -> ModuleType:
+    """Imports the Iris module ``name``, which only the newer line ships.
+
+    Raises:
+        BackendUnavailableError: naming ``what`` needed it, the installed marin-iris and the
+            release that has it.
+    """
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name is None or not name.startswith(err.name):
+            raise
+        raise BackendUnavailableError(
+            f"{what} needs {name}, which marin-iris {IRIS_VERSION} does not have: "
+            f"install {NEWER_IRIS}"
+        ) from err
+
+
+def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
+    """The topology level a gang of ``replicas`` GPU nodes is coscheduled on: 0.2.227 picks
+    it by GPU type (NVLink racks for GB200/GB300, the InfiniBand leaf group otherwise);
+    0.2.20 knows only the leaf group."""
+    name = "iris.cluster.platforms.k8s.coreweave_topology"
+    try:
+        topology = importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name is None or not name.startswith(err.name):
+            raise
+        return "leafgroup"
+    return topology.gpu_gang_coscheduling_level(variant, count, replicas)
 
 
 def job_status(raw: RawIrisClient, wire: JobName) -> job_pb2.JobStatus:
