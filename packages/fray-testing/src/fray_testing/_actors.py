@@ -20,6 +20,7 @@ from fray.backend import (
     ActorMember,
     BaseActorGroup,
     InProcessMember,
+    KeyedHandle,
     binding,
     validate_actor_args,
 )
@@ -103,19 +104,11 @@ class FakeActorMethod:
         return self._invoke(args, kwargs)
 
 
-class FakeActorHandle:
+class FakeActorHandle(KeyedHandle):
     """Handle to a fake actor; satisfies ``fray.ActorHandle``. Pickles by key."""
 
-    __slots__ = ("_key", "_resolved")
-
-    def __init__(self, key: str) -> None:
-        self._key = key
-        self._resolved: _FakeActor | None = None
-
-    @property
-    def name(self) -> str:
-        """The actor's name (``{group}-{index}``)."""
-        return self._key.rsplit("/", 1)[-1]
+    __slots__ = ()
+    _resolved: _FakeActor | None
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         actor = self._resolved
@@ -138,18 +131,6 @@ class FakeActorHandle:
     def __call__(self) -> FakeActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
         """The actor's own ``__call__``: ``handle(x)``, ``handle.__call__.remote(x)``."""
         return FakeActorMethod(functools.partial(self._call, "__call__"))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FakeActorHandle, (self._key,))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FakeActorHandle) and other._key == self._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-    def __repr__(self) -> str:
-        return f"FakeActorHandle({self.name!r})"
 
 
 class FakeActorGroup(BaseActorGroup):

@@ -25,9 +25,8 @@ from fray import (
     JobStatus,
     ResourceConfig,
 )
-from fray.backend import BaseClient, JobHistory, check_request, job_id_part
+from fray.backend import BaseClient, JobHistory, check_request, hosted_init_failed, job_id_part
 from fray.errors import (
-    ActorError,
     InvalidRequestError,
     JobNotFoundError,
 )
@@ -322,10 +321,7 @@ class FakeClient(BaseClient):
         if member.status is JobStatus.FAILED:
             error = member.error
             group.shutdown()
-            raise ActorError(
-                f"hosted actor {name}: {actor_class.__name__}.__init__ raised "
-                f"{type(error).__name__}: {error}"
-            ) from error
+            raise hosted_init_failed(name, actor_class, error) from error
         return HostedActor(member.handle, group.shutdown)
 
     def fail_actor_call(

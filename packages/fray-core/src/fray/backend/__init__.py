@@ -9,14 +9,15 @@ A backend is a client class plus the few hooks only it can write::
     ActorMember        one actor as its group sees it (handle, status, error)
     InProcessMember    an actor whose instance lives here (local, fake): its context and its
                        own ending (shutdown_event, fail, restarts), over restart and finish
+    KeyedHandle        a handle to such an actor: pickles as its registry key, equal by key
     BaseActorGroup     wait_ready / discover_new / statuses / is_done / shutdown over
                        members, with the hook _stop (and _refresh where states are polled)
     BaseClient         context manager, create_actor as a group of one, host_actor (over
                        the hook _hosting_address), _check_open
-    host_in_process, HostedActorHandle, ShutdownEvent, restart_allowed
+    host_in_process, HostedActorHandle, ShutdownEvent, restart_allowed, hosted_init_failed
                        hosted actors: an instance in this process behind an authenticated
                        TCP server; its picklable handle (remote, submit); an actor's
-                       shutdown_event that ends it
+                       shutdown_event that ends it; the error of an __init__ that raised
     JobHistory         the jobs a client answers for (unfinished + the last N finished)
     job_id_part        a job's name as part of its id ('/' escaped: it separates children)
     bind_client, bind_actor, binding
@@ -51,9 +52,15 @@ from fray.backend._group import ActorMember, BaseActorGroup, validate_actor_args
 from fray.backend._handle import BaseJobHandle, check_max_lines, check_result
 from fray.backend._history import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
 from fray.backend._hosted_handle import HostedActorHandle, HostedActorMethod
-from fray.backend._hosting import ActorServer, HostedInstance, host_in_process
+from fray.backend._hosting import (
+    ActorServer,
+    HostedInstance,
+    host_in_process,
+    hosted_init_failed,
+)
 from fray.backend._ids import job_id_part, name_of_id_part
 from fray.backend._inprocess import InProcessMember
+from fray.backend._keyed import KeyedHandle
 from fray.backend._output import (
     LineSink,
     LogBuffer,
@@ -83,6 +90,7 @@ __all__ = [
     "InProcessMember",
     "JobHistory",
     "JobRecord",
+    "KeyedHandle",
     "LineSink",
     "LogBuffer",
     "PrefixedSink",
@@ -103,6 +111,7 @@ __all__ = [
     "follow_many",
     "forget_default_client",
     "host_in_process",
+    "hosted_init_failed",
     "isolated_shared_clients",
     "job_history_limit",
     "job_id_part",

@@ -364,8 +364,16 @@ def host_in_process(
         target.construct(actor_class, args, kwargs)
     except BaseException as exc:
         stop()
-        raise ActorError(
-            f"hosted actor {name}: {actor_class.__name__}.__init__ raised "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        raise hosted_init_failed(name, actor_class, exc) from exc
     return HostedActor(handle, stop)
+
+
+def hosted_init_failed(
+    name: str, actor_class: type[Any], error: BaseException | None
+) -> ActorError:
+    """The error ``host_actor`` raises when the instance's ``__init__`` raised ``error``
+    (raise it ``from error``), the same on every backend."""
+    return ActorError(
+        f"hosted actor {name}: {actor_class.__name__}.__init__ raised "
+        f"{type(error).__name__}: {error}"
+    )

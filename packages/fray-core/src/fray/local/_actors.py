@@ -15,6 +15,7 @@ from fray.backend import (
     BaseActorGroup,
     CallFuture,
     InProcessMember,
+    KeyedHandle,
     bind_actor,
     bind_client,
     unbind_actor,
@@ -258,21 +259,13 @@ class LocalActorMethod:
         return actor.mailbox.call(self._method, args, kwargs)
 
 
-class LocalActorHandle:
+class LocalActorHandle(KeyedHandle):
     """Handle to a local actor. Pickles by name; resolves in the same process."""
 
     # ``__dict__`` caches the method objects: ``handle.f`` then finds ``f`` there instead of
     # failing the normal lookup (an AttributeError raised and caught) on every call.
-    __slots__ = ("__dict__", "_key", "_resolved")
-
-    def __init__(self, key: str) -> None:
-        self._key = key
-        self._resolved: LocalActor | None = None
-
-    @property
-    def name(self) -> str:
-        """The actor's name."""
-        return self._key.rsplit("/", 1)[-1]
+    __slots__ = ("__dict__",)
+    _resolved: LocalActor | None
 
     def _actor(self) -> LocalActor:
         actor = self._resolved
@@ -297,18 +290,6 @@ class LocalActorHandle:
         """The actor's own ``__call__``: ``handle(x)`` blocks, ``handle.__call__.remote(x)``
         returns a future (actor pools call their actors this way)."""
         return LocalActorMethod(self, "__call__")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (LocalActorHandle, (self._key,))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LocalActorHandle) and other._key == self._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-    def __repr__(self) -> str:
-        return f"LocalActorHandle({self.name!r})"
 
 
 class LocalActorGroup(BaseActorGroup):

@@ -35,6 +35,7 @@ from fray.backend import (
     JobHistory,
     check_request,
     forget_default_client,
+    hosted_init_failed,
     job_id_part,
     validate_actor_args,
 )
@@ -390,10 +391,7 @@ class LocalClient(BaseClient):
         if actor.status is JobStatus.FAILED:
             self._stop_actors([actor])
             error = actor.error
-            raise ActorError(
-                f"hosted actor {name}: {actor_class.__name__}.__init__ raised "
-                f"{type(error).__name__}: {error}"
-            ) from error
+            raise hosted_init_failed(name, actor_class, error) from error
         return HostedActor(actor.handle, lambda: self._stop_actors([actor]))
 
     def _stop_actors(self, actors: list[LocalActor]) -> None:
