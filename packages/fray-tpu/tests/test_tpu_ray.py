@@ -408,8 +408,8 @@ def test_submit_tpu_job_handle(fake_tpu_ray_cluster: LocalRayCluster) -> None:
     info = handle.info()
     assert (info.status, info.attempts, info.replicas) == (JobStatus.SUCCEEDED, 1, 4)
     lines = list(handle.logs())
-    for where in ("slice-a/0", "slice-a/1", "slice-b/0", "slice-b/1"):
-        assert f"hi fray from {where}" in lines
+    for index, where in enumerate(("slice-a/0", "slice-a/1", "slice-b/0", "slice-b/1")):
+        assert f"[{index}] hi fray from {where}" in lines  # each host's lines carry its index
     assert list(handle.logs(follow=True)) == lines  # a finished job: follow ends at once
     # The job's state lived on the driver's node, never on a TPU host that may be lost, and
     # was released once the job ended: the handle answers from its copy.
@@ -465,9 +465,9 @@ def test_following_logs_reads_to_the_last_line_across_the_release_of_the_state(
     follower.join(timeout=60)
     assert not follower.is_alive()
     assert _released(handle)
-    for where in ("slice-a-0", "slice-a-1"):
-        assert f"before {where}" in followed
-        assert f"after {where}" in followed
+    for index, where in enumerate(("slice-a-0", "slice-a-1")):
+        assert f"[{index}] before {where}" in followed
+        assert f"[{index}] after {where}" in followed
     assert followed == list(handle.logs())
 
 
@@ -480,8 +480,9 @@ def test_submit_tpu_command_job(fake_tpu_ray_cluster: LocalRayCluster) -> None:
     handle = submit_tpu_job(ok, job_id="ray-tpu-cmd-1", **FAST)
     assert handle.wait(timeout=180) is JobStatus.SUCCEEDED
     lines = list(handle.logs())
-    assert sum(line.startswith("host ") for line in lines) == 2
-    assert lines.count("tail") == 2  # the last line, without a newline, is kept
+    hosts = sorted(line.split(" of ")[0] for line in lines if " host " in line)
+    assert hosts == ["[0] host 0", "[1] host 1"]  # each host's lines carry its index
+    assert sorted(line for line in lines if line.endswith("tail")) == ["[0] tail", "[1] tail"]
     bad = JobRequest(
         name="cmd-bad",
         entrypoint=Entrypoint.from_shell("echo dying; exit 3"),

@@ -59,13 +59,16 @@ def fetch_lines(
 
 
 def _own_lines(job: IrisJob, entries: Any, include_children: bool) -> list[tuple[LogKey, str]]:
+    """The job's lines (``[i] `` before each when it has several replicas, as on every
+    backend) and, if asked, its descendants' (``[<child id>] `` before each)."""
     out: list[tuple[LogKey, str]] = []
+    several = job.replica_count() > 1
     for entry in entries:
         task = entry.task_id
         owner = task.parent.to_wire() if task.parent is not None else task.to_wire()
         key = (entry.key, entry.timestamp.epoch_ms(), entry.data)
         if owner == job.wire_id:
-            out.append((key, entry.data))
+            out.append((key, f"[{task.task_index}] {entry.data}" if several else entry.data))
         elif include_children:
             out.append((key, f"[{fray_job_id(owner)}] {entry.data}"))
     return out

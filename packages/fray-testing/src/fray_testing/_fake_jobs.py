@@ -47,6 +47,7 @@ class FakeJob(JobRecord):
         "lines",
         "parent_job",
         "partial",
+        "prefix",
         "steps",
         "timer",
     )
@@ -68,6 +69,7 @@ class FakeJob(JobRecord):
         self.steps = steps
         self.lines: list[tuple[int, str]] = []
         self.partial = ""
+        self.prefix = ""  # "[i] " while replica i of several runs (see _attempt)
         self.hanging = False
         self.driving = False
         self.attempt_open = False
@@ -80,7 +82,7 @@ class FakeJob(JobRecord):
         """Appends output; complete lines become log lines."""
         with self.cond:
             *complete, self.partial = (self.partial + text).split("\n")
-            self._add(complete)
+            self._add([self.prefix + line for line in complete] if self.prefix else complete)
 
     def add_lines(self, lines: Sequence[str]) -> None:
         with self.cond:
@@ -94,7 +96,7 @@ class FakeJob(JobRecord):
         with self.cond:
             if self.partial:
                 partial, self.partial = self.partial, ""
-                self._add([partial])
+                self._add([self.prefix + partial])
 
     def _add(self, lines: list[str]) -> None:
         if lines:
@@ -170,7 +172,9 @@ class FakeJob(JobRecord):
         if self.request.entrypoint.callable is None:
             return ("ok", None)
         values: list[Any] = []
-        for _replica in range(self.request.replica_count):
+        count = self.request.replica_count
+        for replica in range(count):
+            self.prefix = f"[{replica}] " if count > 1 else ""
             try:
                 values.append(contextvars.copy_context().run(self._run_in_process))
             except SimulatedPreemption as exc:

@@ -24,6 +24,15 @@ class LogTests(ConformanceTests):
         ]
         assert not any(line.endswith("\n") for line in lines)
 
+    def test_each_replica_line_starts_with_its_index(self, client: Client) -> None:
+        """Lines of a job with several replicas say whose they are: ``[i] `` first, ``i``
+        the replica's index (whole lines: a line is never split or merged)."""
+        self.require("runs_user_code")
+        job = client.submit(self.request(ep.print_lines, "from a replica", replicas=2))
+        job.wait(timeout=self.timeout)
+        lines = [line for line in job.logs() if line.endswith("from a replica")]
+        assert sorted(lines) == ["[0] from a replica", "[1] from a replica"]
+
     def test_logs_is_an_iterator_of_strings(self, client: Client) -> None:
         self.require("runs_user_code")
         job = client.submit(self.request(ep.print_lines, "only"))

@@ -80,8 +80,9 @@ class ExitCalledError(RuntimeError):
 class _LineForwarder:
     """Sends complete lines to the job's state actor in small batches; never blocks output."""
 
-    def __init__(self, state: Any, flush_s: float = 0.2) -> None:
+    def __init__(self, state: Any, prefix: str = "", flush_s: float = 0.2) -> None:
         self._state = state
+        self._prefix = prefix  # "[i] " on a gang of several hosts: whose line it is
         self._pending: list[str] = []
         self._partial = ""
         self._lock = threading.Lock()
@@ -93,7 +94,8 @@ class _LineForwarder:
         with self._lock:
             text = self._partial + text
             *complete, self._partial = text.split("\n")
-            self._pending.extend(complete)
+            prefix = self._prefix
+            self._pending.extend([prefix + line for line in complete] if prefix else complete)
             due = time.monotonic() - self._last >= self._flush_s or len(self._pending) > 500
         if due:
             self.flush()
@@ -106,7 +108,7 @@ class _LineForwarder:
     def flush(self, *, final: bool = False) -> None:
         with self._lock:
             if final and self._partial:
-                self._pending.append(self._partial)
+                self._pending.append(self._prefix + self._partial)
                 self._partial = ""
             batch, self._pending = self._pending, []
             self._last = time.monotonic()
@@ -126,11 +128,12 @@ class _LineForwarder:
 
 
 @contextlib.contextmanager
-def _captured_output(state: Any) -> Iterator[_LineForwarder]:
-    """Sends everything written to this process's fds 1 and 2 to the job's log, and still to
-    the worker's own log files. Safe because the host actor's process runs nothing else
-    while the user's code runs (and is killed after the attempt)."""
-    forwarder = _LineForwarder(state)
+def _captured_output(state: Any, prefix: str) -> Iterator[_LineForwarder]:
+    """Sends everything written to this process's fds 1 and 2 to the job's log (each line
+    after ``prefix``), and still to the worker's own log files. Safe because the host
+    actor's process runs nothing else while the user's code runs (and is killed after the
+    attempt)."""
+    forwarder = _LineForwarder(state, prefix)
     sys.stdout.flush()
     sys.stderr.flush()
     saved_out, saved_err = os.dup(1), os.dup(2)
@@ -241,7 +244,9 @@ class _TpuHostImpl:
         self._ran = True
         result = remove_libtpu_lockfile(self.lockfile)
         os.environ.update(env)
-        with _captured_output(self._state) as output:
+        several = int(env.get("FRAY_NUM_TASKS", "1")) > 1
+        prefix = f"[{env.get('FRAY_TASK_INDEX', '0')}] " if several else ""
+        with _captured_output(self._state, prefix) as output:
             if result.outcome is LockfileOutcome.FAILED:
                 output.add_line(f"[fray-tpu] {label}: {result.describe()}")
             host_payload: HostPayload = cloudpickle.loads(payload)
