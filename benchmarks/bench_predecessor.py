@@ -8,8 +8,11 @@ side; for each scenario the two are asked for a sample in turn (a, b, b, a, ...)
 round is dropped and the median of the repeats kept. Three such runs give the min, median and
 max of the ratio Fray speed ÷ predecessor (predecessor's time / Fray's), the row's number.
 
-Rows here cover the local backend; the Iris rows (``FrayIrisClient`` on a local Iris cluster)
-and the Zephyr pipeline row belong with the modules that start those.
+Rows here cover the local backend; the Iris rows (``FrayIrisClient`` on a local Iris cluster,
+``bench_iris.py``) and the Zephyr pipeline row (``bench_zephyr.py``) belong with the modules
+that start those, which reuse this venv (the wheel pins ``marin-iris`` and ``marin-rigging`` to
+its own build, so it holds the predecessor's Iris client too), :class:`Side`, :func:`measure`
+and :func:`ratio_rows`.
 """
 
 from __future__ import annotations
