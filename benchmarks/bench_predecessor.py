@@ -8,8 +8,11 @@ side; for each scenario the two are asked for a sample in turn (a, b, b, a, ...)
 round is dropped and the median of the repeats kept. Three such runs give the min, median and
 max of the ratio Fray speed ÷ predecessor (predecessor's time / Fray's), the row's number.
 
-Rows here cover the local backend; the Iris rows (``FrayIrisClient`` on a local Iris cluster)
-and the Zephyr pipeline row belong with the modules that start those.
+Rows here cover the local backend; the Iris rows (``FrayIrisClient`` on a local Iris cluster,
+``bench_iris.py``) and the Zephyr pipeline row (``bench_zephyr.py``) belong with the modules
+that start those, which reuse this venv (the wheel pins ``marin-iris`` and ``marin-rigging`` to
+its own build, so it holds the predecessor's Iris client too), :class:`Side`, :func:`measure`
+and :func:`ratio_rows`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -89,7 +93,10 @@ def predecessor_python() -> Path:
 
 class Side:
     """One interpreter serving a user-code script's scenarios (``_user_code.py`` by default):
-    ``ready``, then one JSON line per command (other lines, a library's logging, are skipped)."""
+    ``ready``, then one JSON line per command (other lines, a library's logging, are skipped).
+
+    A subclass may serve over other streams: it calls :meth:`attach` instead of ``__init__``
+    and overrides :meth:`close`."""
 
     def __init__(self, python: str | Path, workdir: str, script: Path = SCRIPT) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -102,25 +109,31 @@ class Side:
             cwd=workdir,  # nothing there shadows either side's ``fray``
             env=env,
         )
-        ready = self._stdout.readline().strip()
-        if ready != "ready":
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        try:
+            self.attach(self.proc.stdout, self.proc.stdin, f"{python} {script.name}")
+        except RuntimeError:
             self.close()
-            raise RuntimeError(f"{python} {script.name} did not start (said {ready!r})")
-        self.python = python
+            raise
 
-    @property
-    def _stdout(self) -> IO[str]:
-        assert self.proc.stdout is not None
-        return self.proc.stdout
+    def attach(self, reader: IO[str], writer: IO[str], label: str) -> None:
+        """Serve through ``reader``/``writer``; waits for ``ready``.
+
+        Raises:
+            RuntimeError: The other end said something else first.
+        """
+        self._reader, self._writer, self.label = reader, writer, label
+        ready = reader.readline().strip()
+        if ready != "ready":
+            raise RuntimeError(f"{label} did not start (said {ready!r})")
 
     def sample(self, scenario: str) -> float:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(scenario + "\n")
-        self.proc.stdin.flush()
+        self._writer.write(scenario + "\n")
+        self._writer.flush()
         while True:
-            line = self._stdout.readline()
+            line = self._reader.readline()
             if not line:
-                raise RuntimeError(f"{self.python} exited during {scenario!r}")
+                raise RuntimeError(f"{self.label} exited during {scenario!r}")
             if line.startswith("{"):
                 return float(json.loads(line)["seconds"])
 
@@ -136,35 +149,55 @@ class Side:
                 self.proc.wait()
 
 
-def measure(pred: Path, repeats: int) -> dict[str, list[tuple[float, float]]]:
-    """Per scenario, one (Fray, predecessor) pair of median seconds per run."""
-    found: dict[str, list[tuple[float, float]]] = {name: [] for name in SCENARIOS}
-    with tempfile.TemporaryDirectory(prefix="fray-bench-pred-") as workdir:
-        for _ in range(RUNS):
-            sides = {"fray": Side(sys.executable, workdir)}
-            try:
-                sides["predecessor"] = Side(pred, workdir)
-                for scenario in SCENARIOS:
-                    samples = alternate(
-                        {n: (lambda s=s, c=scenario: s.sample(c)) for n, s in sides.items()},
-                        repeats,
-                    )
-                    found[scenario].append(
-                        (median(samples["fray"]), median(samples["predecessor"]))
-                    )
-            finally:
-                for side in sides.values():
-                    side.close()
+def measure(
+    start: Callable[[], dict[str, Side]], scenarios: Iterable[str], repeats: int
+) -> dict[str, list[tuple[float, float]]]:
+    """Per scenario, one (Fray, predecessor) pair of median seconds per run; ``start`` gives
+    each run its fresh ``fray`` and ``predecessor`` sides (closed at the end of the run)."""
+    found: dict[str, list[tuple[float, float]]] = {name: [] for name in scenarios}
+    for _ in range(RUNS):
+        sides = start()
+        try:
+            for scenario in found:
+                samples = alternate(
+                    {n: (lambda s=s, c=scenario: s.sample(c)) for n, s in sides.items()},
+                    repeats,
+                )
+                found[scenario].append((median(samples["fray"]), median(samples["predecessor"])))
+        finally:
+            for side in sides.values():
+                side.close()
     return found
 
 
-def _rows(found: dict[str, list[tuple[float, float]]], repeats: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _local_sides(pred: Path, workdir: str) -> dict[str, Side]:
+    sides = {"fray": Side(sys.executable, workdir)}
+    try:
+        sides["predecessor"] = Side(pred, workdir)
+    except BaseException:
+        sides["fray"].close()
+        raise
+    return sides
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.2f} us"
+
+
+def ratio_rows(
+    found: dict[str, list[tuple[float, float]]],
+    repeats: int,
+    scenarios: Mapping[str, tuple[str, str]],
+    how: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """One row per scenario: the median over the runs of Fray speed / predecessor, with min
+    and max; ``scenarios`` names each row and what a sample is per, ``how`` says how."""
+    out: list[dict[str, Any]] = []
     for scenario, runs in found.items():
-        name, per = SCENARIOS[scenario]
+        name, per = scenarios[scenario]
         ratios = sorted(p / f for f, p in runs)
-        fray_us = median(f for f, _ in runs) * 1e6
-        pred_us = median(p for _, p in runs) * 1e6
+        fray_s = median(f for f, _ in runs)
+        pred_s = median(p for _, p in runs)
         ratio = median(ratios)
         row = at_least(
             name,
@@ -173,15 +206,15 @@ def _rows(found: dict[str, list[tuple[float, float]]], repeats: int) -> list[dic
             "x",
             target=">= 1.0x predecessor (median of 3 runs)",
             ratio=ratio,
-            note=f"Fray {fray_us:.2f} us vs predecessor {pred_us:.2f} us per {per}; Fray speed "
+            note=f"Fray {_time(fray_s)} vs predecessor {_time(pred_s)} per {per}; Fray speed "
             f"/ predecessor min {ratios[0]:.2f}x, median {ratio:.2f}x, max {ratios[-1]:.2f}x "
             f"over {RUNS} runs, each in fresh interpreters, both sides alternated, median of "
-            f"{repeats} repeats; {HOW[scenario]}",
+            f"{repeats} repeats; {how[scenario]}",
         )
         row["spread"] = {"min": ratios[0], "median": ratio, "max": ratios[-1]}
         row["seconds"] = {"fray": [f for f, _ in runs], "predecessor": [p for _, p in runs]}
-        rows.append(row)
-    return rows
+        out.append(row)
+    return out
 
 
 def run(repeats: int) -> list[dict[str, Any]]:
@@ -191,7 +224,9 @@ def run(repeats: int) -> list[dict[str, Any]]:
         pred = predecessor_python()
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
         return [failed_row(name, str(err)) for name, _ in SCENARIOS.values()]
-    return _rows(measure(pred, repeats), repeats)
+    with tempfile.TemporaryDirectory(prefix="fray-bench-pred-") as workdir:
+        found = measure(lambda: _local_sides(pred, workdir), SCENARIOS, repeats)
+    return ratio_rows(found, repeats, SCENARIOS, HOW)
 
 
 if __name__ == "__main__":
