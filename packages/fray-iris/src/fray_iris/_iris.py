@@ -36,10 +36,13 @@ __all__ = [
     "endpoints_under",
     "fetch_logs",
     "get_iris_ctx",
+    "job_info",
     "job_status",
     "list_jobs",
     "list_tasks",
+    "never_sent",
     "probe",
+    "task_states",
     "terminate",
     "unreachable_reason",
 ]
@@ -62,6 +65,14 @@ PRIORITY_BANDS: dict[int, str] = {
 ACTOR_NOT_FOUND = frozenset({"NotFound", "not_found"})
 
 
+def job_info() -> Any:
+    """This task's ``JobInfo`` (``job_id``, ``attempt_id``, ``controller_address``,
+    ``advertise_host``, both lines), or ``None`` outside an Iris task."""
+    from iris.cluster.client.job_info import get_job_info
+
+    return get_job_info()
+
+
 def job_status(raw: RawIrisClient, wire: JobName) -> job_pb2.JobStatus:
     """The job's full status, as a proto."""
     return raw._cluster_client.get_job_status(wire)
@@ -70,6 +81,16 @@ def job_status(raw: RawIrisClient, wire: JobName) -> job_pb2.JobStatus:
 def list_tasks(raw: RawIrisClient, wire: JobName) -> list[job_pb2.TaskStatus]:
     """The job's tasks, as protos."""
     return list(raw._cluster_client.list_tasks(wire))
+
+
+def task_states(raw: RawIrisClient, wire: JobName) -> dict[int, int]:
+    """The state (``job_pb2.TaskState``) of each of the job's tasks, by task index."""
+    states: dict[int, int] = {}
+    for task in list_tasks(raw, wire):
+        index = task.task_id.rstrip("/").rsplit("/", 1)[-1]
+        if index.isdigit():
+            states[int(index)] = task.state
+    return states
 
 
 def list_jobs(raw: RawIrisClient, prefix: str) -> list[job_pb2.JobStatus]:
@@ -129,6 +150,19 @@ def probe(raw: RawIrisClient, address: str | None) -> None:
         where = address or cluster._address
         why = unreachable_reason(err)
         raise FrayError(f"cannot reach the Iris controller at {where}: {why}") from err
+
+
+def never_sent(err: ConnectError) -> bool:
+    """Whether an RPC failed before its request left: no connection could be made (refused,
+    unresolvable). Any other failure (the connection closed or was reset after the request
+    was sent, as when the server's process is killed mid-call; both report UNAVAILABLE) may
+    have reached the server."""
+    if err.code is not Code.UNAVAILABLE:
+        return False
+    cause = err.__cause__
+    if type(cause) is ConnectionError or isinstance(cause, ConnectionRefusedError):
+        return True  # what the HTTP client raises when it cannot connect
+    return "tcp connect error" in (err.message or "")
 
 
 def unreachable_reason(err: ConnectError) -> str:
