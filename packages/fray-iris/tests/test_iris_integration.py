@@ -18,7 +18,7 @@ import pytest
 import fray
 import fray.backend
 from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
-from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
+from fray.errors import ActorDiedError, ActorError, InvalidRequestError, JobNotFoundError
 from fray_iris import IrisClient, _iris
 from fray_iris._convert import job_status as fray_status
 from fray_testing.conformance import entrypoints as ep
@@ -355,15 +355,19 @@ def test_killed_actor_without_task_retries_fails_the_call_and_restarts(
 def test_killed_actor_with_no_restarts_left_is_failed(
     iris_client: IrisClient, tmp_path: Path
 ) -> None:
-    group, (actor,), _ = _dies_once(
-        iris_client, tmp_path, 1, ActorConfig(max_restarts=0, max_task_retries=3)
+    group, (actor, other), _ = _dies_once(
+        iris_client, tmp_path, 2, ActorConfig(max_restarts=0, max_task_retries=3)
     )
     start = time.monotonic()
-    with pytest.raises(ActorError):
+    with pytest.raises(ActorDiedError):  # known to have ended: not waited for
         actor.work("lost")
-    assert time.monotonic() - start < 30  # known gone: not waited for
-    _eventually(lambda: group.statuses() == [JobStatus.FAILED], "the killed actor FAILED")
-    assert group.is_done()
+    assert time.monotonic() - start < 30
+    _eventually(
+        lambda: group.statuses() == [JobStatus.FAILED, JobStatus.RUNNING],
+        "the killed actor FAILED, the other one RUNNING (as on Ray: its job goes on)",
+    )
+    assert other.work("still here")[0] == "still here"
+    assert not group.is_done()
 
 
 def test_done_callbacks_of_many_jobs_share_one_watching_thread(iris_client: IrisClient) -> None:

@@ -202,7 +202,7 @@ class IrisActorHandle:
             index = self._endpoint.rsplit("-", 1)[-1]
             task = task_states(raw, wire).get(int(index)) if index.isdigit() else None
         if task is not None and is_task_finished(task):
-            return "it has ended (its task finished)"
+            return "its task has finished (it ended itself, or died with no restarts left)"
         return None
 
     def _client(self) -> Any:

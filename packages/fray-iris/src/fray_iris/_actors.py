@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 from iris.cluster.types import Entrypoint as IrisEntrypoint
+from iris.cluster.types import is_task_finished
 
 from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.backend import ActorMember, BaseActorGroup
-from fray.errors import ActorError
+from fray.errors import ActorDiedError, ActorError
 from fray_iris import _iris
 from fray_iris._actor_handle import IrisActorHandle, forget_endpoints
 from fray_iris._convert import to_iris_request, translate_errors
@@ -30,7 +31,6 @@ _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
 
 
 _UNLIMITED_RETRIES = 1000  # Iris's retries for "restart without limit"
-_PREEMPTION_RETRIES = 100  # a lost worker's actor comes back unless max_restarts says no
 
 
 def group_restarts(config: ActorConfig, resources: ResourceConfig) -> int:
@@ -60,16 +60,17 @@ def actor_job(
     resources, never on the others), as Iris retries of the actor's task.
     """
     restarts = group_restarts(config, resources)
-    retries = _UNLIMITED_RETRIES if restarts < 0 else restarts
+    # One attempt more than restarts: the attempt after the last restart only stores that
+    # the actor died and exits 0 (see _task.host_actor), so that Iris does not fail the job,
+    # and stop the group's other actors, when one actor runs out of restarts.
+    retries = _UNLIMITED_RETRIES if restarts < 0 else restarts + 1
     request = JobRequest(
         name=name,
         entrypoint=Entrypoint.from_callable(host_actor),
         resources=resources.model_copy(update={"replicas": 1}),
         replicas=count,
         max_retries_failure=retries,
-        max_retries_preemption=retries
-        if config.max_restarts is not None
-        else max(retries, _PREEMPTION_RETRIES),
+        max_retries_preemption=retries,
         priority=config.priority,
     )
     entry = IrisEntrypoint.from_callable(
@@ -83,6 +84,15 @@ def actor_job(
         results_url,
     )
     return request, entry, to_iris_request(request).kwargs()
+
+
+def _task_end(name: str, task: Any) -> tuple[JobStatus, BaseException | None] | None:
+    """FAILED, for an actor whose task has finished without storing its end: its process
+    died with no restarts left (the job goes on while its other actors run)."""
+    if task is None or not is_task_finished(task.state):
+        return None
+    why = task.error or f"exit code {task.exit_code}"
+    return JobStatus.FAILED, ActorDiedError(f"actor {name} died with no restarts left: {why}")
 
 
 class IrisActorGroup(BaseActorGroup):
@@ -167,8 +177,13 @@ class IrisActorGroup(BaseActorGroup):
                 f"the job hosting actor group {self.name} ended {info.status.value}"
                 + (f": {info.error}" if info.error else "")
             )
+        tasks: dict[int, Any] | None = None
         for member in live:
             end = None if member.index in ready else self._stored_end(member.index)
+            if end is None and ended is None and member.index not in ready:
+                if tasks is None:
+                    tasks = self._tasks()
+                end = _task_end(member.name, tasks.get(member.index))
             if end is not None:
                 changed |= member.set_status(*end)
             elif ended is not None:
@@ -191,6 +206,12 @@ class IrisActorGroup(BaseActorGroup):
             if suffix.isdigit() and int(suffix) < count:
                 ready.add(int(suffix))
         return ready
+
+    def _tasks(self) -> dict[int, Any]:
+        """The group's tasks (Iris ``TaskStatus`` protos), by actor index."""
+        with translate_errors(f"actors of {self.name}"):
+            found = _iris.list_tasks(self._session.raw, self._job._wire)
+        return {_iris.task_index(task): task for task in found}
 
     def _stored_end(self, index: int) -> tuple[JobStatus, BaseException | None] | None:
         """How actor ``index`` ended, from what it stored: SUCCEEDED (its shutdown_event), or

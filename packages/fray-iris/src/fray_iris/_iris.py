@@ -42,6 +42,7 @@ __all__ = [
     "list_tasks",
     "never_sent",
     "probe",
+    "task_index",
     "task_states",
     "terminate",
     "unreachable_reason",
@@ -83,14 +84,14 @@ def list_tasks(raw: RawIrisClient, wire: JobName) -> list[job_pb2.TaskStatus]:
     return list(raw._cluster_client.list_tasks(wire))
 
 
+def task_index(task: job_pb2.TaskStatus) -> int:
+    """A task's index in its job (its id is ``<job id>/<index>``)."""
+    return int(task.task_id.rstrip("/").rsplit("/", 1)[-1])
+
+
 def task_states(raw: RawIrisClient, wire: JobName) -> dict[int, int]:
     """The state (``job_pb2.TaskState``) of each of the job's tasks, by task index."""
-    states: dict[int, int] = {}
-    for task in list_tasks(raw, wire):
-        index = task.task_id.rstrip("/").rsplit("/", 1)[-1]
-        if index.isdigit():
-            states[int(index)] = task.state
-    return states
+    return {task_index(task): task.state for task in list_tasks(raw, wire)}
 
 
 def list_jobs(raw: RawIrisClient, prefix: str) -> list[job_pb2.JobStatus]:

@@ -174,13 +174,14 @@ def host_actor(
     registers its endpoint ``<job id>/<group>-<index>``; then serves until the job is stopped
     or the actor ends itself.
 
-    ``config`` is the group's ``ActorConfig``; ``restarts`` its restart budget (-1: no limit),
-    the same as the job's ``max_retries_failure``. The actor's end is stored in the results
-    store where the group reads it, and the task exits 0, so the group's other actors keep
-    running: a constructor that raised (its exception), a ``SystemExit`` in a method, a
-    ``shutdown_event`` set (SUCCEEDED), a ``fail(exc)`` with no restarts left (FAILED). A
-    ``fail(exc)`` with restarts left stores nothing and exits 1: Iris runs the task again,
-    a fresh instance, as it does for a task whose process was killed.
+    ``config`` is the group's ``ActorConfig``; ``restarts`` its restart budget (-1: no
+    limit), counted in Iris attempts (a lost worker's included, as Ray counts a lost node's).
+    The job allows one attempt more, which only stores that the actor died. The actor's end
+    is stored in the results store, where the group reads it, and the task exits 0, so the
+    group's other actors keep running: a constructor that raised (its exception), a
+    ``SystemExit`` in a method, a ``shutdown_event`` set (SUCCEEDED), a ``fail(exc)`` with no
+    restarts left (FAILED). A ``fail(exc)`` with restarts left stores nothing and exits 1:
+    Iris runs the task again, a fresh instance, as it does for a task whose process died.
     """
     from iris.actor.server import ActorServer
     from iris.client.client import iris_ctx
@@ -204,6 +205,14 @@ def host_actor(
     def record(outcome: tuple[Any, ...]) -> None:
         if store is not None:
             store.write(record_path, outcome)
+
+    if 0 <= restarts < info.attempt_id:
+        # Its process died (killed, a lost worker, fail()) with no restarts left: Iris ran
+        # the task once more only so that this is stored and the job goes on.
+        why = f"died with no restarts left (max_restarts={restarts})"
+        record(("error", ActorDiedError(f"actor {actor_name} {why}"), ""))
+        print(f"[fray] actor {actor_name} {why}", flush=True)
+        return
 
     handle = IrisActorHandle(
         endpoint, job_wire, info.controller_address, retries=config.max_task_retries or 0
@@ -258,7 +267,6 @@ def host_actor(
         if failure is None:
             finish(("ok", None), 0)  # SUCCEEDED
         elif restart_allowed(info.attempt_id, restarts):
-            # Attempts count preemptions too: never more restarts than Iris grants.
             print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
             finish(None, 1)
         else:
