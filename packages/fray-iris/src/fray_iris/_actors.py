@@ -165,7 +165,9 @@ class IrisActorGroup(BaseActorGroup):
         live = [m for m in self._members if m.status not in _GONE]
         if self._stopped or not live:
             return False
-        ready = self._ready_indices()
+        # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's endpoint.
+        tasks = self._tasks()
+        ready = {i for i in self._ready_indices() if _task_end("", tasks.get(i)) is None}
         if all(m.index in ready for m in live):
             return any([m.set_status(JobStatus.RUNNING) for m in live])
         changed = False
@@ -177,12 +179,9 @@ class IrisActorGroup(BaseActorGroup):
                 f"the job hosting actor group {self.name} ended {info.status.value}"
                 + (f": {info.error}" if info.error else "")
             )
-        tasks: dict[int, Any] | None = None
         for member in live:
             end = None if member.index in ready else self._stored_end(member.index)
             if end is None and ended is None and member.index not in ready:
-                if tasks is None:
-                    tasks = self._tasks()
                 end = _task_end(member.name, tasks.get(member.index))
             if end is not None:
                 changed |= member.set_status(*end)
