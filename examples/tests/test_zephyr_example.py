@@ -41,18 +41,10 @@ def test_zephyr_pipelines(backend: Backend, example: Example, tmp_path: Path) ->
 
 
 def test_zephyr_pipeline_survives_a_killed_worker(
-    backend: Backend, example: Example, tmp_path: Path, request: pytest.FixtureRequest
+    backend: Backend, example: Example, tmp_path: Path
 ) -> None:
     if backend.name == "local":
         pytest.skip("local Zephyr workers are threads of the driver: there is no process to kill")
-    if backend.name == "iris":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="an Iris actor whose process is killed is not restarted yet: Zephyr sees "
-                "its worker group done and gives up (the Iris issue)",
-            )
-        )
     work = tmp_path / "work"
     run = example(
         "zephyr_pipeline.py",

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from fray import Client, HostedActor
 from fray_iris import IrisClient
 from fray_testing.conformance import (
     ActorGroupTests,
+    ActorLifecycleTests,
     ActorTests,
     BackendCapabilities,
     FailureTests,
+    HostedActorTests,
     JobTests,
     LogTests,
     NestedJobTests,
@@ -20,6 +24,7 @@ from fray_testing.conformance import (
     ResultTests,
     RetryTests,
     TerminationTests,
+    host_in_job,
 )
 
 pytestmark = pytest.mark.integration
@@ -84,4 +89,18 @@ class TestIrisRetries(IrisBackend, RetryTests):
 
 
 class TestIrisResourceValidation(IrisBackend, ResourceValidationTests):
+    pass
+
+
+class TestIrisHostedActors(IrisBackend, HostedActorTests):
+    """On Iris an actor is hosted from inside a job (host_actor elsewhere is an error): each
+    test's actor is hosted by a job of its own, which hands the handle back."""
+
+    def host_actor(
+        self, client: Client, actor_class: type[Any], *args: Any, name: str, **kwargs: Any
+    ) -> HostedActor:
+        return host_in_job(client, actor_class, *args, name=name, timeout=self.timeout, **kwargs)
+
+
+class TestIrisActorLifecycle(IrisBackend, ActorLifecycleTests):
     pass

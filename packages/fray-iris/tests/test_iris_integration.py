@@ -1,11 +1,13 @@
 """IrisClient on the in-process Iris cluster: TPU gangs, placement, worker loss, nested jobs,
-actor handles passed to jobs, client specs and auto-detection inside a job."""
+actor handles passed to jobs, hosted actors as endpoints of their job, actors whose process
+is killed, client specs and auto-detection inside a job."""
 
 from __future__ import annotations
 
 import os
 import pickle
 import queue
+import signal
 import threading
 import time
 from pathlib import Path
@@ -15,11 +17,12 @@ import pytest
 
 import fray
 import fray.backend
-from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
-from fray.errors import ActorError, InvalidRequestError, JobNotFoundError
+from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
+from fray.errors import ActorDiedError, ActorError, InvalidRequestError, JobNotFoundError
 from fray_iris import IrisClient, _iris
 from fray_iris._convert import job_status as fray_status
 from fray_testing.conformance import entrypoints as ep
+from fray_testing.conformance import host_in_job
 
 pytestmark = pytest.mark.integration
 
@@ -255,6 +258,116 @@ def test_wait_ready_fails_fast_when_the_hosting_job_dies(iris_client: IrisClient
         group.wait_ready(timeout=TIMEOUT)
     assert time.monotonic() - start < 30
     assert group.statuses() == [JobStatus.STOPPED]
+
+
+# -- hosted actors ----------------------------------------------------------------------------
+
+
+def test_host_actor_outside_a_job_is_a_clear_error(iris_client: IrisClient) -> None:
+    with pytest.raises(InvalidRequestError, match="inside an Iris job.*Submit the code") as err:
+        iris_client.host_actor(ep.Counter, name="outside")
+    assert err.value.field == "host_actor"
+
+
+def test_hosted_actor_is_an_endpoint_of_its_job_while_it_serves(iris_client: IrisClient) -> None:
+    name = f"hosted-{os.urandom(3).hex()}"
+    hosted = host_in_job(iris_client, ep.Ender, name=name, timeout=TIMEOUT)
+    try:
+        job = iris_client.get_job(f"{name}-host")
+        endpoint = f"{job.iris_job_id}/{name}-0"
+        (found,) = _iris.endpoints_named(iris_client.iris, endpoint)
+        host, port = hosted.handle.address
+        assert found.address == f"{host}:{port}"
+        assert host == "127.0.0.1"  # the controller is on this machine
+        assert hosted.handle.end() == "ending"  # its shutdown_event: it stops serving
+        _eventually(
+            lambda: not _iris.endpoints_named(iris_client.iris, endpoint),
+            "the endpoint to be unregistered once the actor stopped serving",
+        )
+        assert job.status() is JobStatus.RUNNING  # the job did not remove it: it still runs
+    finally:
+        hosted.shutdown()
+    assert job.status() is JobStatus.SUCCEEDED
+
+
+# -- actors whose process is killed -------------------------------------------------------------
+
+
+class DiesOnce:
+    """An actor whose process is killed (SIGKILL, as by the out-of-memory killer) in the
+    first ``work`` call any instance runs; a marker file records that it happened."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def work(self, value: Any) -> tuple[Any, int]:
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return value, os.getpid()
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable: the process was killed")
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _dies_once(
+    iris_client: IrisClient, tmp_path: Path, count: int, config: ActorConfig
+) -> tuple[Any, list[Any], Path]:
+    marker = tmp_path / "killed.pid"
+    group = iris_client.create_actor_group(
+        DiesOnce, str(marker), name=f"dies-{os.urandom(3).hex()}", count=count, actor_config=config
+    )
+    return group, group.wait_ready(timeout=TIMEOUT), marker
+
+
+def test_killed_actor_restarts_and_the_call_is_retried(
+    iris_client: IrisClient, tmp_path: Path
+) -> None:
+    group, (first, second), marker = _dies_once(
+        iris_client, tmp_path, 2, ActorConfig(max_task_retries=1)
+    )
+    pids = [first.pid(), second.pid()]
+    value, pid = first.work("kept")  # killed mid-call; sent again to the restarted actor
+    assert value == "kept"
+    assert marker.read_text() == str(pids[0])  # the first process really was killed
+    assert pid != pids[0]
+    assert second.pid() == pids[1]  # the other actor was left alone
+    _eventually(
+        lambda: group.statuses() == [JobStatus.RUNNING, JobStatus.RUNNING],
+        "both actors RUNNING again",
+    )
+
+
+def test_killed_actor_without_task_retries_fails_the_call_and_restarts(
+    iris_client: IrisClient, tmp_path: Path
+) -> None:
+    _, (actor,), _ = _dies_once(iris_client, tmp_path, 1, ActorConfig())
+    before = actor.pid()
+    with pytest.raises(ActorError):
+        actor.work("lost")  # may have run: not sent twice
+    assert actor.work("next")[1] != before  # a fresh process serves the next call
+
+
+def test_killed_actor_with_no_restarts_left_is_failed(
+    iris_client: IrisClient, tmp_path: Path
+) -> None:
+    group, (actor, other), _ = _dies_once(
+        iris_client, tmp_path, 2, ActorConfig(max_restarts=0, max_task_retries=3)
+    )
+    start = time.monotonic()
+    with pytest.raises(ActorDiedError):  # known to have ended: not waited for
+        actor.work("lost")
+    assert time.monotonic() - start < 30
+    _eventually(
+        lambda: group.statuses() == [JobStatus.FAILED, JobStatus.RUNNING],
+        "the killed actor FAILED, the other one RUNNING (as on Ray: its job goes on)",
+    )
+    assert other.work("still here")[0] == "still here"
+    assert not group.is_done()
 
 
 def test_done_callbacks_of_many_jobs_share_one_watching_thread(iris_client: IrisClient) -> None:

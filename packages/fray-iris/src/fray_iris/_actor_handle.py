@@ -3,7 +3,12 @@
 
 A handle pickles as its endpoint name (``<group job id>/<group>-<index>``, absolute, so it
 resolves from any namespace) plus the job id; it resolves lazily, from the current Iris
-context inside a job, or from a connection to the controller outside one.
+context inside a job, or from a connection to the controller outside one, and again after
+the actor restarts (Iris runs its task again: a new process, a new address).
+
+A call that never reached the actor is sent again while the actor's task lives. A call the
+actor may have started when its connection broke (its process killed mid-call) is sent again,
+to the restarted actor, only while the group's ``max_task_retries`` allows (as on Ray).
 """
 
 from __future__ import annotations
@@ -15,9 +20,8 @@ import weakref
 from typing import Any
 
 import cloudpickle
-from connectrpc.code import Code
 from connectrpc.errors import ConnectError
-from iris.cluster.types import JobName, is_job_finished
+from iris.cluster.types import JobName, is_job_finished, is_task_finished
 from iris.rpc import actor_pb2
 
 from fray.errors import ActorDiedError, ActorError, JobTimeoutError
@@ -27,7 +31,7 @@ __all__ = ["IrisActorFuture", "IrisActorHandle", "IrisActorMethod", "forget_endp
 
 _STOPPED: set[str] = set()  # endpoints of groups shut down from this process
 _STOPPED_LOCK = threading.Lock()
-_RESOLVE_WAIT_S = 60.0  # how long a handle waits for a restarting actor to come back
+_RESOLVE_WAIT_S = 300.0  # how long a handle waits for a restarting actor to come back
 _UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
 
 _connections: dict[str, Any] = {}
@@ -94,18 +98,28 @@ class IrisActorMethod:
         """Starts the call; calls from one handle run in the order they were made."""
         return IrisActorFuture(self._handle._enqueue(self._method, args, kwargs))
 
+    def submit(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
+        """A long-running call: on Iris the same as :meth:`remote` (one RPC, which waits as
+        long as the method runs)."""
+        return self.remote(*args, **kwargs)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits."""
         return self._handle._call_in_order(self._method, args, kwargs)
 
 
 class IrisActorHandle:
-    """Handle to one actor of an Iris actor group. Pickles as its endpoint name."""
+    """Handle to one actor of an Iris actor group. Pickles as its endpoint name, its job
+    and ``retries``: how many times a call interrupted by the actor dying is sent again
+    (the group's ``max_task_retries``; -1: without limit)."""
 
-    def __init__(self, endpoint: str, job_wire: str, controller: str | None) -> None:
+    def __init__(
+        self, endpoint: str, job_wire: str, controller: str | None, retries: int = 0
+    ) -> None:
         self._endpoint = endpoint
         self._job_wire = job_wire
         self._controller = controller
+        self._retries = retries
         self._rpc: Any = None
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -127,7 +141,10 @@ class IrisActorHandle:
         return IrisActorMethod(self, method)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (IrisActorHandle, (self._endpoint, self._job_wire, self._controller))
+        return (
+            IrisActorHandle,
+            (self._endpoint, self._job_wire, self._controller, self._retries),
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, IrisActorHandle) and other._endpoint == self._endpoint
@@ -170,12 +187,23 @@ class IrisActorHandle:
     def _died(self, why: str) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is gone: {why}")
 
-    def _job_finished(self) -> bool:
+    def _gone(self) -> str | None:
+        """Why the actor is gone for good (its job finished, or its task did: it ended
+        itself, or died with no restarts left), or ``None`` while it lives or restarts."""
+        from fray_iris._iris import task_states
+
         raw = _connection(self._controller)
+        wire = JobName.from_wire(self._job_wire)
         with translate_errors(f"state of actor {self.name}"):
-            states = raw._cluster_client.get_job_states([JobName.from_wire(self._job_wire)])
-        state = states.get(self._job_wire)
-        return state is None or is_job_finished(state)
+            states = raw._cluster_client.get_job_states([wire])
+            state = states.get(self._job_wire)
+            if state is None or is_job_finished(state):
+                return "its job has finished"
+            index = self._endpoint.rsplit("-", 1)[-1]
+            task = task_states(raw, wire).get(int(index)) if index.isdigit() else None
+        if task is not None and is_task_finished(task):
+            return "its task has finished (it ended itself, or died with no restarts left)"
+        return None
 
     def _client(self) -> Any:
         rpc = self._rpc
@@ -195,8 +223,9 @@ class IrisActorHandle:
                 found = endpoints_named(raw, self._endpoint)
             if found:
                 break
-            if self._job_finished():
-                raise self._died("its job has finished")
+            gone = self._gone()
+            if gone is not None:
+                raise self._died(gone)
             if time.monotonic() > deadline:
                 raise self._died(f"its endpoint did not come back within {_RESOLVE_WAIT_S}s")
             time.sleep(delay)
@@ -215,7 +244,8 @@ class IrisActorHandle:
             serialized_kwargs=cloudpickle.dumps(kwargs),
         )
         last: Exception | None = None
-        deadline = time.monotonic() + _UNREACHABLE_WAIT_S
+        retries = self._retries
+        unreachable_since: float | None = None
         delay = 0.05
         while True:
             if self._endpoint in _STOPPED:
@@ -225,17 +255,29 @@ class IrisActorHandle:
                 response = rpc.call(request)
             except ConnectError as err:
                 # Unreachable (gone for good, restarting, or not yet listening on a loaded
-                # machine): retry while its job lives, for a while. Any other answer means
-                # the server may have run the call: never send it twice.
+                # machine): retry while its task lives, for a while. Any other failure means
+                # the actor may have run the call: send it again only with retries left.
+                from fray_iris._iris import never_sent
+
                 last = err
                 self._rpc = None
-                if self._job_finished():
-                    raise self._died("its job has finished") from err
-                if err.code is not Code.UNAVAILABLE:
-                    raise ActorError(f"actor {self.name}: {err.code.value}: {err}") from err
-                if time.monotonic() > deadline:
+                gone = self._gone()
+                if gone is not None:
+                    raise self._died(gone) from err
+                if not never_sent(err):
+                    if retries == 0:
+                        raise ActorError(
+                            f"actor {self.name}: {method} was interrupted ({err.code.value}: "
+                            f"{err.message}); the actor may have died mid-call, and a call is "
+                            "sent again only with ActorConfig(max_task_retries=N)"
+                        ) from err
+                    retries -= 1 if retries > 0 else 0
+                    continue  # resolves the actor again: waits for it to restart
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since > _UNREACHABLE_WAIT_S:
                     break
-                time.sleep(delay)
+                time.sleep(delay)  # backoff between attempts to reach a restarting actor
                 delay = min(delay * 2, 1.0)
                 continue
             if response.HasField("error"):

@@ -21,6 +21,7 @@ from iris.rpc import job_pb2
 from fray import ActorConfig, ClientSpec, JobInfo, JobRequest, ResourceConfig
 from fray.backend import (
     BaseClient,
+    HostedActorHandle,
     JobHistory,
     check_request,
     forget_default_client,
@@ -40,7 +41,7 @@ from fray_iris._iris import RawIrisClient, get_iris_ctx
 from fray_iris._jobs import IrisJob, IrisJobHandle, listed_job_info
 from fray_iris._results import ResultStore, default_local_results_url
 from fray_iris._session import Session, normalize_address
-from fray_iris._task import fray_job_id, is_loopback
+from fray_iris._task import fray_job_id, is_loopback, serving_hosts
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
 __all__ = ["IrisClient"]
@@ -301,10 +302,50 @@ class IrisClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
             ) from err
-        group = IrisActorGroup(self._session, name, count, job)
+        group = IrisActorGroup(self._session, name, count, job, actor_config)
         with self._lock:
             self._groups.append(group)
         return group
+
+    # -- hosted actors -----------------------------------------------------------------------
+
+    def _hosting_address(self) -> str:
+        """This task's address for hosted actors' servers: loopback on a cluster whose
+        controller is on this machine, else the address Iris advertises for the task.
+
+        Raises:
+            InvalidRequestError: Not inside an Iris job.
+        """
+        info = _iris.job_info()
+        if info is None:
+            raise InvalidRequestError(
+                "host_actor on Iris runs inside an Iris job: the actor is served from the "
+                "job's task and registered as an endpoint of that job. Submit the code that "
+                "hosts it as a job (client.submit(JobRequest(...))) and call host_actor there",
+                field="host_actor",
+            )
+        return serving_hosts(info)[1]
+
+    def _announce_hosted(self, handle: HostedActorHandle) -> Callable[[], None]:
+        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor (the name a
+        group actor of index 0 has), so Iris lists it under the job that hosts it; it is
+        unregistered when the actor stops serving, and with the task's end at the latest.
+        The endpoint holds the address only: calls need the handle, which holds the secret."""
+        ctx = get_iris_ctx()
+        assert ctx is not None and ctx.job_id is not None  # _hosting_address checked it
+        endpoint = f"{ctx.job_id.to_wire()}/{handle.name}-0"
+        host, port = handle.address
+        registry = ctx.registry
+        with translate_errors(f"register hosted actor {handle.name}"):
+            endpoint_id = registry.register(endpoint, f"{host}:{port}", metadata={"fray": "hosted"})
+
+        def withdraw() -> None:
+            try:
+                registry.unregister(endpoint_id)
+            except Exception as exc:  # the task's end removes it anyway
+                logger.warning("could not unregister hosted actor %s: %s", endpoint, exc)
+
+        return withdraw
 
     # -- shutdown ----------------------------------------------------------------------------
 
@@ -318,6 +359,7 @@ class IrisClient(BaseClient):
             self.is_shutdown = True
             handles = list(self._jobs.running.values())  # the rest have finished
             groups = list(self._groups)
+        self._stop_hosted()
         for group in groups:
             group.stop_with_client()
         try:

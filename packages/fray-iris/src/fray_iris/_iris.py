@@ -44,11 +44,15 @@ __all__ = [
     "fetch_logs",
     "get_iris_ctx",
     "gpu_gang_level",
+    "job_info",
     "job_status",
     "list_jobs",
     "list_tasks",
+    "never_sent",
     "newer_module",
     "probe",
+    "task_index",
+    "task_states",
     "terminate",
     "unreachable_reason",
 ]
@@ -114,6 +118,14 @@ def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
     return topology.gpu_gang_coscheduling_level(variant, count, replicas)
 
 
+def job_info() -> Any:
+    """This task's ``JobInfo`` (``job_id``, ``attempt_id``, ``controller_address``,
+    ``advertise_host``, both lines), or ``None`` outside an Iris task."""
+    from iris.cluster.client.job_info import get_job_info
+
+    return get_job_info()
+
+
 def job_status(raw: RawIrisClient, wire: JobName) -> job_pb2.JobStatus:
     """The job's full status, as a proto."""
     return raw._cluster_client.get_job_status(wire)
@@ -122,6 +134,16 @@ def job_status(raw: RawIrisClient, wire: JobName) -> job_pb2.JobStatus:
 def list_tasks(raw: RawIrisClient, wire: JobName) -> list[job_pb2.TaskStatus]:
     """The job's tasks, as protos."""
     return list(raw._cluster_client.list_tasks(wire))
+
+
+def task_index(task: job_pb2.TaskStatus) -> int:
+    """A task's index in its job (its id is ``<job id>/<index>``)."""
+    return int(task.task_id.rstrip("/").rsplit("/", 1)[-1])
+
+
+def task_states(raw: RawIrisClient, wire: JobName) -> dict[int, int]:
+    """The state (``job_pb2.TaskState``) of each of the job's tasks, by task index."""
+    return {task_index(task): task.state for task in list_tasks(raw, wire)}
 
 
 def list_jobs(raw: RawIrisClient, prefix: str) -> list[job_pb2.JobStatus]:
@@ -181,6 +203,19 @@ def probe(raw: RawIrisClient, address: str | None) -> None:
         where = address or cluster._address
         why = unreachable_reason(err)
         raise FrayError(f"cannot reach the Iris controller at {where}: {why}") from err
+
+
+def never_sent(err: ConnectError) -> bool:
+    """Whether an RPC failed before its request left: no connection could be made (refused,
+    unresolvable). Any other failure (the connection closed or was reset after the request
+    was sent, as when the server's process is killed mid-call; both report UNAVAILABLE) may
+    have reached the server."""
+    if err.code is not Code.UNAVAILABLE:
+        return False
+    cause = err.__cause__
+    if type(cause) is ConnectionError or isinstance(cause, ConnectionRefusedError):
+        return True  # what the HTTP client raises when it cannot connect
+    return "tcp connect error" in (err.message or "")
 
 
 def unreachable_reason(err: ConnectError) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from fray_iris._results import ResultStore
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
-__all__ = ["fray_job_id", "host_actor", "is_loopback", "run_callable"]
+__all__ = ["fray_job_id", "host_actor", "is_loopback", "run_callable", "serving_hosts"]
 
 
 def fray_job_id(wire: str) -> str:
@@ -100,6 +100,16 @@ def is_loopback(address: str | None) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
+def serving_hosts(info: Any) -> tuple[str, str]:
+    """Where a server in this task listens and the address it is reached at, from the
+    task's Iris ``JobInfo``: loopback when the controller is on this machine (a one-machine
+    cluster), else ``IRIS_BIND_HOST`` (default every interface) and the task's advertised
+    host."""
+    if is_loopback(info.controller_address):
+        return "127.0.0.1", "127.0.0.1"
+    return os.environ.get("IRIS_BIND_HOST", "0.0.0.0"), info.advertise_host
+
+
 class _Serving:
     """Runs an actor's methods: at most ``limit`` at once, with ``current_actor()`` set, and
     with exceptions that always travel back. A method raising ``SystemExit`` ends the actor:
@@ -156,21 +166,30 @@ def host_actor(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     group_name: str,
-    max_concurrency: int,
+    config: Any,
+    restarts: int,
     results_url: str | None,
 ) -> None:
     """Runs one actor of a group in this task: builds it, serves it on the ``actor`` port and
-    registers its endpoint ``<job id>/<group>-<index>``; then serves until the job is stopped.
+    registers its endpoint ``<job id>/<group>-<index>``; then serves until the job is stopped
+    or the actor ends itself.
 
-    A constructor that raises has its exception stored in the results store and the task
-    ends without error, so the group's other actors keep running.
+    ``config`` is the group's ``ActorConfig``; ``restarts`` its restart budget (-1: no
+    limit), counted in Iris attempts (a lost worker's included, as Ray counts a lost node's).
+    The job allows one attempt more, which only stores that the actor died. The actor's end
+    is stored in the results store, where the group reads it, and the task exits 0, so the
+    group's other actors keep running: a constructor that raised (its exception), a
+    ``SystemExit`` in a method, a ``shutdown_event`` set (SUCCEEDED), a ``fail(exc)`` with no
+    restarts left (FAILED). A ``fail(exc)`` with restarts left stores nothing and exits 1:
+    Iris runs the task again, a fresh instance, as it does for a task whose process died.
     """
     from iris.actor.server import ActorServer
     from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
 
     from fray import ActorContext
-    from fray.backend import bind_actor, call_outcome, unbind_actor
+    from fray.backend import ShutdownEvent, bind_actor, call_outcome, restart_allowed, unbind_actor
+    from fray.errors import ActorDiedError
     from fray_iris._actor_handle import IrisActorHandle
 
     job_wire, index = _enter_task(results_url)
@@ -178,28 +197,49 @@ def host_actor(
     assert info is not None
     actor_name = f"{group_name}-{index}"
     endpoint = f"{job_wire}/{actor_name}"
-    handle = IrisActorHandle(endpoint, job_wire, info.controller_address)
-    context = ActorContext(handle, index, group_name)
+    store = ResultStore(results_url) if results_url else None
+    record_path = store.actor_path(job_wire, index) if store else ""
+    if store is not None and info.attempt_id == 0:
+        store.remove(record_path)  # a record left by an earlier group of the same name
+
+    def record(outcome: tuple[Any, ...]) -> None:
+        if store is not None:
+            store.write(record_path, outcome)
+
+    if 0 <= restarts < info.attempt_id:
+        # Its process died (killed, a lost worker, fail()) with no restarts left: Iris ran
+        # the task once more only so that this is stored and the job goes on.
+        why = f"died with no restarts left (max_restarts={restarts})"
+        record(("error", ActorDiedError(f"actor {actor_name} {why}"), ""))
+        print(f"[fray] actor {actor_name} {why}", flush=True)
+        return
+
+    handle = IrisActorHandle(
+        endpoint, job_wire, info.controller_address, retries=config.max_task_retries or 0
+    )
+    stop = threading.Event()
+    exit_code = [0]
+    ended: list[Callable[[], None]] = []  # set once serving has started
+
+    def on_shutdown() -> None:
+        if ended:
+            ended[0]()
+
+    context = ActorContext(handle, index, group_name, ShutdownEvent(on_shutdown, actor_name))
     token = bind_actor(context)
     built = call_outcome(actor_class, args, kwargs)  # catches everything
     unbind_actor(token)
     if built[0] == "error":
         sys.stderr.write(built[2])
-        if results_url:
-            store = ResultStore(results_url)
-            store.write(store.actor_path(job_wire, index), built)
+        record(built)
         sys.stderr.flush()
         return
     instance = built[1]
 
-    if is_loopback(info.controller_address):
-        bind, advertise = "127.0.0.1", "127.0.0.1"
-    else:
-        bind = os.environ.get("IRIS_BIND_HOST", "0.0.0.0")
-        advertise = info.advertise_host
+    bind, advertise = serving_hosts(info)
     ctx = iris_ctx()
     server = ActorServer(host=bind, port=ctx.get_port("actor"))
-    serving = _Serving(instance, max_concurrency, context, actor_name)
+    serving = _Serving(instance, config.max_concurrency, context, actor_name)
     server.register(endpoint, serving.namespace())
     port = server.serve_background()
     registry = ctx.registry
@@ -207,21 +247,37 @@ def host_actor(
         endpoint, f"http://{advertise}:{port}", metadata={"fray": "actor"}
     )
     print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
-    stop = threading.Event()
+
+    def finish(outcome: tuple[Any, ...] | None, code: int) -> None:
+        # Takes no more calls; the call that ended it still answers before the exit.
+        serving.closed = True
+        if outcome is not None:
+            record(outcome)  # before the endpoint goes: the group reads both
+        registry.unregister(endpoint_id)
+        exit_code[0] = code
+        threading.Timer(_EXIT_DELAY_S, stop.set).start()
 
     def exit_actor() -> None:
         # The actor is gone for good: no restart, and the group's other actors keep going.
-        from fray.errors import ActorDiedError
+        died = ActorDiedError(f"actor {actor_name} exited (SystemExit in a method)")
+        finish(("error", died, ""), 0)
 
-        registry.unregister(endpoint_id)
-        if results_url:
-            store = ResultStore(results_url)
-            died = ActorDiedError(f"actor {actor_name} exited (SystemExit in a method)")
-            store.write(store.actor_path(job_wire, index), ("error", died, ""))
-        threading.Timer(_EXIT_DELAY_S, stop.set).start()
+    def end_actor() -> None:
+        failure = context.failure
+        if failure is None:
+            finish(("ok", None), 0)  # SUCCEEDED
+        elif restart_allowed(info.attempt_id, restarts):
+            print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
+            finish(None, 1)
+        else:
+            died = ActorDiedError(f"actor {actor_name} failed: {type(failure).__name__}: {failure}")
+            finish(("error", died, ""), 0)
 
     serving.on_exit = exit_actor
-    stop.wait()  # serve until the job is stopped or the actor exits
+    ended.append(end_actor)
+    if context.shutdown_event is not None and context.shutdown_event.is_set():
+        end_actor()  # set by the constructor, before there was anything to end
+    stop.wait()  # serve until the job is stopped or the actor ends
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(exit_code[0])

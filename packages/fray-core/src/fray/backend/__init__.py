@@ -13,7 +13,7 @@ A backend is a client class plus the few hooks only it can write::
     BaseActorGroup     wait_ready / discover_new / statuses / is_done / shutdown over
                        members, with the hook _stop (and _refresh where states are polled)
     BaseClient         context manager, create_actor as a group of one, host_actor (over
-                       the hook _hosting_address), _check_open
+                       the hooks _hosting_address and _announce_hosted), _check_open
     host_in_process, HostedActorHandle, ShutdownEvent, restart_allowed, hosted_init_failed
                        hosted actors: an instance in this process behind an authenticated
                        TCP server; its picklable handle (remote, submit); an actor's

@@ -3,12 +3,14 @@ the checks a request goes through before a backend sees it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig
 from fray.backend._group import validate_actor_args
+from fray.backend._hosted_handle import HostedActorHandle
 from fray.backend._hosting import host_in_process
 from fray.errors import FrayError, InvalidRequestError
 
@@ -107,6 +109,12 @@ class BaseClient:
         actors' servers (loopback by default: a cluster on one machine)."""
         return "127.0.0.1"
 
+    def _announce_hosted(self, handle: HostedActorHandle) -> Callable[[], None]:
+        """Makes a hosted actor known where the backend looks names up, once it is built;
+        returns what undoes that, run when it stops serving (by default: nothing to do)."""
+        del handle
+        return lambda: None
+
     def host_actor(
         self,
         actor_class: type[T],
@@ -128,6 +136,7 @@ class BaseClient:
             name=name,
             actor_config=actor_config,
             host=self._hosting_address(),
+            announce=self._announce_hosted,
         )
         if self._hosted is None:
             self._hosted = []

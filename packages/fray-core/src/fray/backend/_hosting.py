@@ -338,18 +338,26 @@ def host_in_process(
     name: str,
     actor_config: ActorConfig | None,
     host: str,
+    announce: Callable[[HostedActorHandle], Callable[[], None]] | None = None,
 ) -> HostedActor:
     """Constructs ``actor_class`` here and serves it on ``host`` (an address the other
     nodes of the cluster reach this one by; loopback on a one-machine cluster).
+
+    ``announce(handle)``, when given, runs once the instance is built (a backend registers
+    the actor where its cluster looks names up); the callable it returns runs once when the
+    actor stops serving (``shutdown()``, or its ``shutdown_event``), before the server closes.
 
     Raises:
         ActorError: ``__init__`` raised (chained as ``__cause__``).
     """
     token = secrets.token_urlsafe(32)
     box: list[ActorServer] = []
+    withdraw: list[Callable[[], None]] = []
 
     def stop() -> None:
         target.close()
+        with contextlib.suppress(IndexError):  # the first of concurrent stops takes it
+            withdraw.pop()()
         if box:
             box[0].close()
 
@@ -365,6 +373,12 @@ def host_in_process(
     except BaseException as exc:
         stop()
         raise hosted_init_failed(name, actor_class, exc) from exc
+    if announce is not None:
+        try:
+            withdraw.append(announce(handle))
+        except BaseException:
+            stop()
+            raise
     return HostedActor(handle, stop)
 
 

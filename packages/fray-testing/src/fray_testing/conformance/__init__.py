@@ -38,7 +38,7 @@ if typing.TYPE_CHECKING:
     from fray_testing.conformance.actor_groups import ActorGroupTests
     from fray_testing.conformance.actors import ActorTests
     from fray_testing.conformance.failures import FailureTests
-    from fray_testing.conformance.hosted import ActorLifecycleTests, HostedActorTests
+    from fray_testing.conformance.hosted import ActorLifecycleTests, HostedActorTests, host_in_job
     from fray_testing.conformance.jobs import JobTests
     from fray_testing.conformance.logs import LogTests
     from fray_testing.conformance.nested import NestedJobTests
@@ -69,6 +69,7 @@ __all__ = [
     "TerminationTests",
     "capability_reasons",
     "check_overrides",
+    "host_in_job",
 ]
 
 _MODULES = {
@@ -81,6 +82,7 @@ _MODULES = {
     "FailureTests": "failures",
     "HostedActorTests": "hosted",
     "ActorLifecycleTests": "hosted",
+    "host_in_job": "hosted",
     "JobTests": "jobs",
     "LogTests": "logs",
     "NestedJobTests": "nested",

@@ -320,3 +320,59 @@ class Ender:
         """Returns ``value`` after ``seconds``."""
         time.sleep(seconds)  # the work being timed out, not synchronisation
         return value
+
+
+# -- hosting an actor inside a job (see hosted.host_in_job) ------------------------------------
+
+
+class Mailbox:
+    """An actor between a test and the job hosting an actor for it: the job posts the
+    outcome of ``host_actor`` (its handle or its error); the test waits for it, and later
+    tells the job to stop hosting."""
+
+    def __init__(self) -> None:
+        self._outcome: tuple[Any, ...] | None = None
+        self._posted = threading.Event()
+        self._stop = threading.Event()
+
+    def post(self, outcome: tuple[Any, ...]) -> None:
+        """Stores the hosting job's outcome."""
+        self._outcome = outcome
+        self._posted.set()
+
+    def outcome(self, wait: float) -> tuple[Any, ...] | None:
+        """The posted outcome, waiting up to ``wait`` seconds for it (``None``: not yet)."""
+        self._posted.wait(wait)
+        return self._outcome
+
+    def stop(self) -> None:
+        """Tells the hosting job to stop hosting."""
+        self._stop.set()
+
+    def stopped(self, wait: float) -> bool:
+        """Whether the test said stop, waiting up to ``wait`` seconds for it."""
+        return self._stop.wait(wait)
+
+
+def serve_hosted(
+    mailbox: Any,
+    actor_class: type[Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    name: str,
+) -> None:
+    """A job that hosts ``actor_class`` with ``current_client().host_actor`` and posts the
+    outcome to ``mailbox``: ``("ok", handle)``, or ``("error", exc, exc.__cause__)`` (a
+    pickled exception loses its cause). It serves until the mailbox says stop, then shuts
+    the hosted actor down."""
+    try:
+        hosted = current_client().host_actor(actor_class, *args, name=name, **kwargs)
+    except Exception as exc:
+        mailbox.post(("error", exc, exc.__cause__))
+        return
+    try:
+        mailbox.post(("ok", hosted.handle))
+        while not mailbox.stopped(10.0):
+            pass  # each wait is bounded: a lost test leaves its client to stop this job
+    finally:
+        hosted.shutdown()

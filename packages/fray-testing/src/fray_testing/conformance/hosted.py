@@ -3,16 +3,17 @@ actor's own ending (``current_actor().shutdown_event`` and ``fail``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from fray import ActorConfig, ActorGroup, Client, HostedActor, JobStatus
+from fray import ActorConfig, ActorGroup, Client, Entrypoint, HostedActor, JobRequest, JobStatus
 from fray.errors import ActorError, JobTimeoutError
 from fray_testing.conformance import entrypoints as ep
 from fray_testing.conformance._base import ConformanceTests
 
-__all__ = ["ActorLifecycleTests", "HostedActorTests"]
+__all__ = ["ActorLifecycleTests", "HostedActorTests", "host_in_job"]
 
 
 def _call_or_none(handle: Any, method: str, *args: Any) -> Any:
@@ -23,11 +24,78 @@ def _call_or_none(handle: Any, method: str, *args: Any) -> Any:
         return None
 
 
+def host_in_job(
+    client: Client, actor_class: type[Any], *args: Any, name: str, timeout: float, **kwargs: Any
+) -> HostedActor:
+    """``host_actor`` run inside a job of ``client``'s backend, for a backend that hosts
+    actors only there (Iris): the job (:func:`entrypoints.serve_hosted`) hosts the actor
+    and passes its handle back through a :class:`entrypoints.Mailbox` actor. The returned
+    ``HostedActor``'s ``shutdown()`` tells the job to shut the actor down and waits for the
+    job to end.
+
+    Raises:
+        ActorError: The job's ``host_actor`` raised it (its ``__cause__`` restored).
+        AssertionError: The job ended, or ``timeout`` passed, without an outcome.
+    """
+    group = client.create_actor_group(
+        ep.Mailbox, name=f"{name}-mailbox", count=1, actor_config=ActorConfig(max_concurrency=4)
+    )
+    job = None
+    try:
+        (mailbox,) = group.wait_ready(timeout=timeout)
+        job = client.submit(
+            JobRequest(
+                name=f"{name}-host",
+                entrypoint=Entrypoint.from_callable(
+                    ep.serve_hosted, (mailbox, actor_class, args, kwargs, name)
+                ),
+            )
+        )
+        deadline = time.monotonic() + timeout
+        outcome = None
+        while outcome is None:
+            outcome = mailbox.outcome(1.0)
+            if outcome is None and (job.status().is_finished or time.monotonic() > deadline):
+                job.wait(timeout=timeout, raise_on_failure=True)
+                raise AssertionError(f"the job hosting {name} gave no outcome ({job.info()})")
+    except BaseException:
+        if job is not None:
+            job.terminate()
+        group.shutdown()
+        raise
+    if outcome[0] == "error":
+        job.wait(timeout=timeout, raise_on_failure=False)
+        group.shutdown()
+        error: BaseException = outcome[1]
+        raise error from outcome[2]
+
+    def stop() -> None:
+        try:
+            mailbox.stop()
+            job.wait(timeout=timeout)
+        finally:
+            group.shutdown()
+
+    return HostedActor(outcome[1], stop)
+
+
 class HostedActorTests(ConformanceTests):
-    """An actor served from the calling process, reachable through a picklable handle."""
+    """An actor served from the calling process, reachable through a picklable handle.
+
+    Every test hosts its actor through :meth:`host_actor`: ``client.host_actor`` called by
+    the test itself. A backend that hosts actors only inside its jobs (Iris) overrides that
+    one method, e.g. with :func:`host_in_job`; the tests stay the same.
+    """
+
+    def host_actor(
+        self, client: Client, actor_class: type[Any], *args: Any, name: str, **kwargs: Any
+    ) -> HostedActor:
+        """``client.host_actor(actor_class, *args, name=name, **kwargs)`` where this backend
+        hosts actors (here: the test's own process)."""
+        return client.host_actor(actor_class, *args, name=name, **kwargs)
 
     def host(self, client: Client, cls: type[Any] = ep.Counter, **kwargs: Any) -> HostedActor:
-        return client.host_actor(cls, name=self.name("hosted"), **kwargs)
+        return self.host_actor(client, cls, name=self.name("hosted"), **kwargs)
 
     def test_hosted_actor_serves_calls(self, client: Client) -> None:
         hosted = self.host(client)
@@ -39,7 +107,7 @@ class HostedActorTests(ConformanceTests):
 
     def test_hosted_actor_is_index_0_of_a_group_named_after_it(self, client: Client) -> None:
         name = self.name("hosted")
-        hosted = client.host_actor(ep.Counter, name=name)
+        hosted = self.host_actor(client, ep.Counter, name=name)
         try:
             assert tuple(hosted.handle.identity()) == (name, 0)
         finally:
@@ -81,7 +149,7 @@ class HostedActorTests(ConformanceTests):
 
     def test_constructor_failure_raises_actor_error_with_cause(self, client: Client) -> None:
         with pytest.raises(ActorError) as caught:
-            client.host_actor(ep.FailingInit, "hosted cannot start", name=self.name("broken"))
+            self.host_actor(client, ep.FailingInit, "hosted cannot start", name=self.name("broken"))
         assert isinstance(caught.value.__cause__, ep.ConformanceError)
 
     def test_shutdown_event_stops_serving(self, client: Client) -> None:
