@@ -1,6 +1,7 @@
 """``JobRequest.scheduling_timeout`` and pending reasons on Iris: a job no worker can take
 says why while it waits, and fails at its scheduling timeout with what it asked for and
-Iris's reason."""
+Iris's reason. marin-iris 0.2.227 refuses at submit a job that no scaling group could ever
+place (the 0.2.20 line lets it wait), which says so at once instead."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from typing import Any
 import pytest
 
 from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
-from fray.errors import JobFailedError
+from fray.errors import InvalidRequestError, JobFailedError
+from fray_iris import _iris
+
+# The 0.2.227 line (it has the job-wide failure budget) checks capacity at submit.
+REFUSES_AT_SUBMIT = _iris.HAS_JOB_FAILURE_BUDGET
+WAITS = pytest.mark.skipif(
+    REFUSES_AT_SUBMIT,
+    reason="marin-iris 0.2.227 refuses a job no group can place at submit (tested below)",
+)
 
 
 def noop() -> int:
@@ -26,6 +35,7 @@ def huge(**fields: Any) -> JobRequest:
     )
 
 
+@WAITS
 def test_an_unplaceable_job_fails_at_its_scheduling_timeout_saying_why(iris_client: Any) -> None:
     job = iris_client.submit(huge(scheduling_timeout=3))
     with pytest.raises(JobFailedError) as caught:
@@ -37,6 +47,7 @@ def test_an_unplaceable_job_fails_at_its_scheduling_timeout_saying_why(iris_clie
     assert job.info().status is JobStatus.FAILED
 
 
+@WAITS
 def test_a_waiting_job_says_why_in_its_info(iris_client: Any) -> None:
     job = iris_client.submit(huge())
     try:
@@ -48,3 +59,10 @@ def test_a_waiting_job_says_why_in_its_info(iris_client: Any) -> None:
     finally:
         job.terminate()
     assert job.info().pending_reason is None  # only while it waits
+
+
+@pytest.mark.skipif(not REFUSES_AT_SUBMIT, reason="marin-iris 0.2.20 lets such a job wait")
+def test_a_job_no_group_can_ever_place_is_refused_at_submit_saying_why(iris_client: Any) -> None:
+    with pytest.raises(InvalidRequestError, match=r"cpu: need 1000000") as caught:
+        iris_client.submit(huge(scheduling_timeout=3))
+    assert "unschedulable" in str(caught.value)
