@@ -120,6 +120,9 @@ def _compare(
 
 
 def run(repeats: int = 5) -> list[dict[str, Any]]:
+    # Under `uv run`, Ray (read at import) would start every worker through `uv run` too,
+    # which fails here: the workers share this interpreter's environment instead.
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     import ray
 
     from fray import Entrypoint, JobRequest, ResourceConfig, wait_all
