@@ -299,3 +299,29 @@ def test_task_stores_an_error_that_does_not_pickle_as_its_text(
     assert kind == "error"
     assert isinstance(exc, RuntimeError) and str(exc) == "UnpicklableError: holds a lock"
     assert "raise_unpicklable" in trace
+
+
+def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refused() -> None:
+    from fray_iris import _iris
+    from fray_iris._convert import to_iris_request
+
+    assert to_iris_request(request(resources=ResourceConfig(image="img:1"))).task_image == "img:1"
+    with pytest.raises(InvalidRequestError) as caught:
+        to_iris_request(
+            request(
+                resources=ResourceConfig(image="img:1"),
+                environment=EnvironmentConfig(docker_image="img:2"),
+            )
+        )
+    assert caught.value.field == "ResourceConfig.image"
+    with pytest.raises(InvalidRequestError) as caught:
+        to_iris_request(request(processes_per_task=2))
+    assert caught.value.field == "JobRequest.processes_per_task"
+    profiled = request(resources=ResourceConfig(container_profile="CONTAINER_PROFILE_NOPE"))
+    with pytest.raises(InvalidRequestError) as caught:  # unknown, or none on 0.2.20
+        to_iris_request(profiled)
+    assert caught.value.field == "ResourceConfig.container_profile"
+    if _iris.CONTAINER_PROFILES:
+        name, number = next((n, v) for n, v in _iris.CONTAINER_PROFILES.items() if v)
+        chosen = request(resources=ResourceConfig(container_profile=name))
+        assert to_iris_request(chosen).kwargs()["container_profile"] == number

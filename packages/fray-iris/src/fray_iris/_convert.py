@@ -189,6 +189,7 @@ class IrisRequest:
     priority_band: int = 0
     timeout: Duration | None = None
     scheduling_timeout: Duration | None = None
+    container_profile: int = 0
 
     def kwargs(self) -> dict[str, Any]:
         """As keyword arguments for ``submit`` (only what this Iris line accepts)."""
@@ -210,6 +211,8 @@ class IrisRequest:
             kwargs["timeout"] = self.timeout
         if self.scheduling_timeout is not None:
             kwargs["scheduling_timeout"] = self.scheduling_timeout
+        if self.container_profile:
+            kwargs["container_profile"] = self.container_profile
         return kwargs
 
 
@@ -254,6 +257,24 @@ def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = N
             "on Iris the workspace is shipped once per client: pass it to "
             "IrisClient(workspace=...) or use the spec iris://host:port?ws=PATH",
         )
+    from fray_iris._predecessor_api import convert_container_profile  # it imports this module
+
+    if request.processes_per_task > 1:
+        raise InvalidRequestError.for_field(
+            "JobRequest.processes_per_task",
+            request.processes_per_task,
+            "1 with IrisClient.submit for now (several processes per task are not started "
+            "yet); use replicas, or a command wrapped by fray.iris_backend.wrap_multiprocess",
+        )
+    image = request.resources.image
+    docker_image = environment.docker_image if environment is not None else None
+    if image is not None and docker_image is not None and image != docker_image:
+        raise InvalidRequestError.for_field(
+            "ResourceConfig.image",
+            image,
+            f"the same as EnvironmentConfig.docker_image ({docker_image!r}) or unset: both "
+            "name the task's image on Iris",
+        )
     return IrisRequest(
         resources=to_resource_spec(request.resources),
         environment=to_environment(request, extra_env or {}),
@@ -262,11 +283,12 @@ def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = N
         replicas=request.replica_count,
         max_retries_failure=request.max_retries_failure,
         max_retries_preemption=request.max_retries_preemption,
-        task_image=environment.docker_image if environment is not None else None,
+        task_image=docker_image or image,
         max_task_failures=to_task_failure_budget(request),
         priority_band=to_priority_band(request.priority),
         timeout=_duration(request.timeout),
         scheduling_timeout=_duration(request.scheduling_timeout),
+        container_profile=convert_container_profile(request.resources),
     )
 
 
