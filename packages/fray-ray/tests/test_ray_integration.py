@@ -152,17 +152,17 @@ def sleep_for(seconds: float) -> str:
     return "slept"
 
 
-def test_a_gang_attempt_past_its_timeout_fails_without_retry(client: RayClient) -> None:
-    job = client.submit(
-        JobRequest(
-            name="spin",
-            entrypoint=Entrypoint.from_callable(sleep_for, args=(600,)),
-            resources=ResourceConfig(cpu=0.5),
-            replicas=2,
-            timeout=1,
-            max_retries_failure=1,
-        )
+def sleeper(seconds: float, **fields: Any) -> JobRequest:
+    return JobRequest(
+        name="sleeper",
+        entrypoint=Entrypoint.from_callable(sleep_for, args=(seconds,)),
+        resources=ResourceConfig(cpu=0.5),
+        **fields,
     )
+
+
+def test_a_two_replica_attempt_past_its_timeout_fails_without_retry(client: RayClient) -> None:
+    job = client.submit(sleeper(600, replicas=2, timeout=1, max_retries_failure=1))
     with pytest.raises(JobFailedError, match=r"ran longer than timeout=1s") as caught:
         job.wait(timeout=120)
     assert isinstance(caught.value.__cause__, TimeoutError)
@@ -171,15 +171,7 @@ def test_a_gang_attempt_past_its_timeout_fails_without_retry(client: RayClient) 
 
 
 def test_a_callable_within_its_timeout_is_untouched(client: RayClient) -> None:
-    job = client.submit(
-        JobRequest(
-            name="quick",
-            entrypoint=Entrypoint.from_callable(sleep_for, args=(0,)),
-            resources=ResourceConfig(cpu=0.5),
-            timeout=60,
-        )
-    )
-    assert job.result(timeout=120) == "slept"
+    assert client.submit(sleeper(0, timeout=60)).result(timeout=120) == "slept"
 
 
 def test_a_command_past_its_timeout_is_stopped_and_fails_not_preempted(client: RayClient) -> None:

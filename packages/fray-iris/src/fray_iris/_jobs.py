@@ -64,6 +64,13 @@ _NO_FEEDBACK_YET = "Pending scheduler feedback"
 PENDING_REASON_EVERY_S = 1.0
 
 
+def _pending_reason(proto: job_pb2.JobStatus) -> str | None:
+    """Iris's reason for not placing the job, on one line (``None`` before its scheduler has
+    looked, or once it has none)."""
+    reason = " ".join(proto.pending_reason.split())
+    return reason if reason and reason != _NO_FEEDBACK_YET else None
+
+
 class IrisJob(JobRecord):
     """One Iris job's record, brought up to date by :meth:`refresh`: the state alone (one
     light call) while it runs; its full status once it has ended (and its tasks when
@@ -215,9 +222,7 @@ class IrisJob(JobRecord):
 
     def _note_pending_reason(self, proto: job_pb2.JobStatus) -> None:
         self.pending_seen = time.monotonic()
-        reason = " ".join(proto.pending_reason.split())
-        if reason and reason != _NO_FEEDBACK_YET:
-            self.pending_reason = reason
+        self.pending_reason = _pending_reason(proto) or self.pending_reason
 
     def _set_status(self, status: JobStatus) -> None:
         with self.lock:
@@ -252,7 +257,7 @@ class IrisJob(JobRecord):
                 exc = record[1]
                 return exc, f"{type(exc).__name__}: {exc}"
         if proto.state == job_pb2.JOB_STATE_UNSCHEDULABLE:
-            reason = self.pending_reason or " ".join(proto.pending_reason.split()) or None
+            reason = self.pending_reason or _pending_reason(proto)
             if self.request.scheduling_timeout is not None:
                 return None, self.unplaced_error(reason)
             if reason:

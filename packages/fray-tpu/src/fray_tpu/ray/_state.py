@@ -96,16 +96,9 @@ class _JobStateImpl:
         with self._cond:
             if not self.record.ended:
                 self.in_flight = False
-                if kind == "timeout":  # a deadline: the job ends, with its TimeoutError
-                    self.record.on_timeout(self.record.request.replica_count)
-                    self.first_cause = cloudpickle.dumps(self.record.cause)
-                    self.record.reason = kind
-                    self.record.finish(JobStatus.FAILED)
-                    self._emit(f"[fray-tpu] giving up: {self.record.error}")
-                else:
-                    if self.first_cause is None:
-                        self.first_cause = cause
-                    self._charge(kind, error, code)
+                if self.first_cause is None:
+                    self.first_cause = cause
+                self._charge(kind, error, code)
             self.preempted.clear()  # reports about the ended attempt's gang no longer matter
             self._cond.notify_all()
             return self._snapshot()
@@ -216,6 +209,10 @@ class _JobStateImpl:
         record = self.record
         if kind == "preemption":
             retry = record.on_preemption(error, code)
+        elif kind == "timeout":  # a deadline: the job ends, and its TimeoutError is the cause
+            record.on_timeout(record.request.replica_count)
+            self.first_cause = cloudpickle.dumps(record.cause)
+            retry = False
         else:
             retry = record.on_failure(None, error, code)  # the cause stays pickled here
         if not retry:
