@@ -160,7 +160,7 @@ def test_docker_image_is_the_task_image_and_workspace_is_refused() -> None:
     assert converted.task_image == "img:1"
     with pytest.raises(InvalidRequestError) as caught:
         fray_iris.to_iris_request(request(environment=EnvironmentConfig(workspace="/tmp")))
-    assert caught.value.field == "EnvironmentConfig.workspace"
+    assert caught.value.field == "JobRequest.environment.workspace"
 
 
 def test_states_map_to_fray_statuses() -> None:
@@ -313,7 +313,7 @@ def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refuse
                 environment=EnvironmentConfig(docker_image="img:2"),
             )
         )
-    assert caught.value.field == "ResourceConfig.image"
+    assert caught.value.field == "JobRequest.resources.image"
     with pytest.raises(InvalidRequestError) as caught:
         to_iris_request(request(processes_per_task=2))
     assert caught.value.field == "JobRequest.processes_per_task"

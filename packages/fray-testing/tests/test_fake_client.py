@@ -522,3 +522,63 @@ def test_a_fake_actor_is_called_through_its_dunder_call() -> None:
         futures = [handle.__call__.remote(i) for i in range(3)]
         assert fray.wait_all(futures, timeout=5) == [0, 3, 6]
         assert [c.method for c in client.calls_to("tripler")] == ["__call__"] * 4
+
+
+# -- deadlines: JobRequest.timeout and scheduling_timeout, as the real backends enforce them --
+
+
+def _timed(name: str, **fields: Any) -> JobRequest:
+    return JobRequest(name=name, entrypoint=Entrypoint.from_callable(_noop), **fields)
+
+
+def _noop() -> None:
+    return None
+
+
+def _slow(seconds: float) -> str:
+    time.sleep(seconds)  # the job's own work: it runs past its timeout
+    return "finished late"
+
+
+@pytest.mark.parametrize("outcome", [Hang(), Delay(30.0, then=Succeed())])
+def test_an_attempt_past_its_timeout_fails_without_retry(outcome: Any) -> None:
+    with FakeClient(outcomes={"slow": outcome}) as client:
+        job = client.submit(_timed("slow", timeout=0.2, max_retries_failure=2))
+        with pytest.raises(JobFailedError, match=r"attempt 1 ran longer than timeout=0.2s") as err:
+            job.wait(timeout=30)
+        assert isinstance(err.value.__cause__, TimeoutError)
+        info = job.info()
+        assert (info.attempts, info.failures, info.preemptions) == (1, 1, 0)
+
+
+def test_a_callable_that_ran_past_its_timeout_times_out_instead_of_succeeding() -> None:
+    request = JobRequest(
+        name="late", entrypoint=Entrypoint.from_callable(_slow, (0.3,)), timeout=0.05
+    )
+    with FakeClient() as client:
+        job = client.submit(request)
+        with pytest.raises(JobFailedError, match="ran longer than timeout=0.05s"):
+            job.result(timeout=30)
+
+
+def test_a_job_within_its_timeout_is_untouched() -> None:
+    with FakeClient(outcomes={"quick": Delay(0.01, then=Succeed("v"))}) as client:
+        assert client.submit(_timed("quick", timeout=30)).result(timeout=30) == "v"
+
+
+def test_a_job_never_placed_fails_at_its_scheduling_timeout_saying_what_it_asked() -> None:
+    with FakeClient(outcomes={"stuck": Hang(pending=True)}) as client:
+        job = client.submit(
+            _timed("stuck", scheduling_timeout=0.2, resources=ResourceConfig(cpu=3, ram="5g"))
+        )
+        with pytest.raises(JobFailedError, match="not placed within scheduling_timeout=0.2s"):
+            job.wait(timeout=30)
+        assert "cpu=3, ram=5g" in (job.info().error or "")
+        assert job.info().attempts == 0
+
+
+def test_wait_all_wakes_for_a_fake_timeout() -> None:
+    with FakeClient(outcomes={"slow": Hang()}) as client:
+        jobs = [client.submit(_timed("slow", timeout=0.1)) for _ in range(3)]
+        statuses = wait_all(jobs, timeout=30, raise_on_failure=False)
+        assert statuses == [JobStatus.FAILED] * 3

@@ -199,6 +199,21 @@ def _scaled_size(size: str, factor: float) -> str:
 DeviceConfig = Annotated[CpuConfig | GpuConfig | TpuConfig, Field(discriminator="kind")]
 
 
+DEFAULT_DISK = "16g"
+"""``ResourceConfig.disk`` unless given."""
+TPU_DEFAULT_DISK = "50g"
+"""``ResourceConfig.with_tpu``'s ``disk`` unless given."""
+
+
+def has_default_disk(resources: ResourceConfig) -> bool:
+    """Whether ``disk`` is what a config gets unless it says otherwise: ``DEFAULT_DISK``, or
+    for a TPU also ``with_tpu``'s ``TPU_DEFAULT_DISK``."""
+    defaults = [DEFAULT_DISK]
+    if isinstance(resources.device, TpuConfig):
+        defaults.append(TPU_DEFAULT_DISK)
+    return resources.disk_bytes in {parse_memory(d) for d in defaults}
+
+
 class ResourceConfig(Model):
     """What each replica of a job (or each actor) needs.
 
@@ -227,7 +242,7 @@ class ResourceConfig(Model):
 
     cpu: float = Field(default=1, ge=0)
     ram: str = "4g"
-    disk: str = "16g"
+    disk: str = DEFAULT_DISK
     device: DeviceConfig = Field(default_factory=CpuConfig)
     preemptible: bool = True
     regions: StrSeq | None = None
@@ -421,7 +436,7 @@ class ResourceConfig(Model):
         cpu, ram = _tpu.tpu_host_defaults(device.variant)
         kwargs.setdefault("cpu", cpu)
         kwargs.setdefault("ram", ram)
-        kwargs.setdefault("disk", "50g")
+        kwargs.setdefault("disk", TPU_DEFAULT_DISK)
         if len(types) > 1:
             kwargs.setdefault("device_alternatives", tuple(types[1:]))
         return cls(device=device, replicas=slice_count * device.vm_count(), **kwargs)

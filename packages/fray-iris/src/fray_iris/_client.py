@@ -32,6 +32,7 @@ from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, J
 from fray_iris import _iris
 from fray_iris._actors import IrisActorGroup, actor_job
 from fray_iris._convert import (
+    IRIS,
     ship_code_by_value,
     to_iris_entrypoint,
     to_iris_request,
@@ -70,6 +71,7 @@ class IrisClient(BaseClient):
     """
 
     scheme = "iris"
+    capabilities = IRIS
 
     def __init__(
         self,
@@ -284,6 +286,7 @@ class IrisClient(BaseClient):
         replicas, each serving its actor on the ``actor`` port; returns without waiting."""
         self._check_open()
         validate_actor_args(actor_class, name, count, resources, actor_config)
+        self._check_resources(resources)
         ship_code_by_value(actor_class)
         request, entry, submit_kwargs = actor_job(
             actor_class,

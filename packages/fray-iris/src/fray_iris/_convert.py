@@ -45,6 +45,7 @@ from fray import (
     ResourceConfig,
     TpuConfig,
 )
+from fray.backend import capabilities_of
 from fray.errors import (
     FrayError,
     InvalidRequestError,
@@ -57,6 +58,7 @@ from fray_iris import _iris
 from fray_iris._task import run_callable
 
 __all__ = [
+    "IRIS",
     "IrisRequest",
     "job_status",
     "ship_code_by_value",
@@ -65,6 +67,9 @@ __all__ = [
     "to_resource_spec",
     "translate_errors",
 ]
+
+IRIS = capabilities_of("iris")
+"""What Iris refuses in a request (fray-core declares each backend's table once)."""
 
 _STATES: dict[int, JobStatus] = {
     job_pb2.JOB_STATE_PENDING: JobStatus.PENDING,
@@ -248,33 +253,15 @@ def to_priority_band(priority: int, field: str = "priority") -> int:
 
 
 def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = None) -> IrisRequest:
-    """Everything but the entrypoint and the name."""
-    environment = request.environment
-    if environment is not None and environment.workspace is not None:
-        raise InvalidRequestError.for_field(
-            "EnvironmentConfig.workspace",
-            environment.workspace,
-            "on Iris the workspace is shipped once per client: pass it to "
-            "IrisClient(workspace=...) or use the spec iris://host:port?ws=PATH",
-        )
+    """Everything but the entrypoint and the name. What :data:`IRIS` (Iris's capability
+    table) refuses is refused first; what depends on the installed marin-iris line is
+    refused where it is converted."""
+    IRIS.check(request)
     from fray_iris._predecessor_api import convert_container_profile  # it imports this module
 
-    if request.processes_per_task > 1:
-        raise InvalidRequestError.for_field(
-            "JobRequest.processes_per_task",
-            request.processes_per_task,
-            "1 with IrisClient.submit for now (several processes per task are not started "
-            "yet); use replicas, or a command wrapped by fray.iris_backend.wrap_multiprocess",
-        )
+    environment = request.environment
     image = request.resources.image
     docker_image = environment.docker_image if environment is not None else None
-    if image is not None and docker_image is not None and image != docker_image:
-        raise InvalidRequestError.for_field(
-            "ResourceConfig.image",
-            image,
-            f"the same as EnvironmentConfig.docker_image ({docker_image!r}) or unset: both "
-            "name the task's image on Iris",
-        )
     return IrisRequest(
         resources=to_resource_spec(request.resources),
         environment=to_environment(request, extra_env or {}),

@@ -16,7 +16,7 @@ from fray.errors import ActorError, BackendUnavailableError, InvalidRequestError
 from fray_ray._actors import RayActorGroup, RayActorHandle, RayMember, kill_actors
 from fray_ray._book import JobBook
 from fray_ray._command import api_job_info
-from fray_ray._convert import HEAD_NODE_RESOURCE, actor_options
+from fray_ray._convert import HEAD_NODE_RESOURCE, RAY, actor_options
 from fray_ray._handles import RayJobHandle, RemoteJobHandle, SubmittedJobHandle
 from fray_ray._registry import RegistryLink, driver_registry, forget_registries
 from fray_ray._submit import Launcher
@@ -60,6 +60,7 @@ class RayClient(BaseClient):
     """
 
     scheme = "ray"
+    capabilities = RAY
 
     def __init__(
         self,
@@ -214,6 +215,7 @@ class RayClient(BaseClient):
         """
         self._check_open()
         validate_actor_args(actor_class, name, count, resources, actor_config)
+        self._check_resources(resources)
         config = actor_config or ActorConfig()
         options = actor_options(resources)
         preemptible = resources is None or resources.preemptible

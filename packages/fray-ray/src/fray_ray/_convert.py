@@ -1,7 +1,8 @@
 """Translation at the Ray boundary: Fray requests to Ray options, Ray errors to Fray's.
 
 Everything in a :class:`~fray.ResourceConfig` either becomes a Ray option or is rejected with
-an :class:`~fray.errors.InvalidRequestError`; nothing is dropped on the way. Which Ray errors
+an :class:`~fray.errors.InvalidRequestError` by :data:`RAY`, Ray's capability table (checked
+before anything here runs); nothing is dropped on the way. Which Ray errors
 are preemptions is decided in one place for every Fray layer on Ray,
 :mod:`fray_tpu.ray.errors`; :func:`is_preemption` is that decision.
 """
@@ -11,11 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from fray import EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
+from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
 from fray_tpu.ray.errors import is_preemption
+from fray_tpu.ray.runtime_env import environment_runtime_env
 
 __all__ = [
     "HEAD_NODE_RESOURCE",
+    "RAY",
     "REGION_LABEL",
     "ZONE_LABEL",
     "actor_options",
@@ -23,6 +27,9 @@ __all__ = [
     "runtime_env",
     "task_options",
 ]
+
+RAY = capabilities_of("ray")
+"""What Ray refuses in a request (fray-core declares each backend's table once)."""
 
 HEAD_NODE_RESOURCE = "head_node"
 """The custom resource that marks the head node; ``preemptible=False`` work asks for it."""
@@ -68,14 +75,7 @@ def _scheduling(resources: ResourceConfig, field: str) -> dict[str, Any]:
         raise InvalidRequestError.for_field(
             f"{field}.device", device.variant, "TPU requests run through fray_tpu gangs"
         )
-    if resources.device_alternatives:
-        if not isinstance(device, GpuConfig):
-            raise InvalidRequestError.for_field(
-                f"{field}.device_alternatives",
-                resources.device_alternatives,
-                "on Ray, alternatives apply to GPUs (they become an "
-                f"'{ACCELERATOR_LABEL}' label choice)",
-            )
+    if resources.device_alternatives and isinstance(device, GpuConfig):
         names = [_ray_gpu_name(v) for v in (device.variant, *resources.device_alternatives)]
         options.pop("accelerator_type", None)
         labels[ACCELERATOR_LABEL] = f"in({','.join(names)})"
@@ -92,16 +92,6 @@ def _scheduling(resources: ResourceConfig, field: str) -> dict[str, Any]:
     return options
 
 
-def _reject_disk(resources: ResourceConfig, field: str) -> None:
-    if "disk" in resources.model_fields_set:
-        raise InvalidRequestError.for_field(
-            f"{field}.disk",
-            resources.disk,
-            "Ray cannot reserve disk; leave `disk` unset on Ray (or express it as a custom "
-            "resource your nodes advertise)",
-        )
-
-
 def task_options(request: JobRequest) -> tuple[dict[str, Any], dict[str, str]]:
     """``remote_function.options(...)`` for one replica of a callable job, and the env vars
     the job wrapper sets itself.
@@ -112,13 +102,6 @@ def task_options(request: JobRequest) -> tuple[dict[str, Any], dict[str, str]]:
     worker pool and about half a millisecond per call.
     """
     resources = request.resources
-    _reject_disk(resources, "JobRequest.resources")
-    if request.isolation == "thread":
-        raise InvalidRequestError.for_field(
-            "JobRequest.isolation",
-            request.isolation,
-            "'auto' or 'process': every Ray job runs in a worker process",
-        )
     options = _scheduling(resources, "JobRequest.resources")
     options["num_cpus"] = resources.cpu
     if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
@@ -133,15 +116,7 @@ def task_options(request: JobRequest) -> tuple[dict[str, Any], dict[str, str]]:
 def command_options(request: JobRequest) -> dict[str, Any]:
     """``JobSubmissionClient.submit_job`` keyword arguments (except the entrypoint)."""
     resources = request.resources
-    _reject_disk(resources, "JobRequest.resources")
-    scheduling = _scheduling(resources, "JobRequest.resources")
-    if "label_selector" in scheduling:
-        raise InvalidRequestError.for_field(
-            "JobRequest.resources",
-            {"regions": resources.regions, "zone": resources.zone},
-            "Ray's Jobs API cannot place a command job by region, zone or GPU alternatives; "
-            "run the command from a callable job instead",
-        )
+    scheduling = _scheduling(resources, "JobRequest.resources")  # no labels: RAY refuses them
     options: dict[str, Any] = {"entrypoint_num_cpus": resources.cpu}
     options["entrypoint_memory"] = resources.ram_bytes
     if "num_gpus" in scheduling:
@@ -160,7 +135,6 @@ def actor_options(resources: ResourceConfig | None) -> dict[str, Any]:
     a running actor is zero CPUs)."""
     if resources is None:
         return {"num_cpus": 0}
-    _reject_disk(resources, "resources")
     options = _scheduling(resources, "resources")
     options["num_cpus"] = resources.cpu
     if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
@@ -170,22 +144,7 @@ def actor_options(resources: ResourceConfig | None) -> dict[str, Any]:
 
 def runtime_env(environment: EnvironmentConfig | None, env_vars: dict[str, str]) -> dict[str, Any]:
     """Ray's runtime_env for an :class:`~fray.EnvironmentConfig` (env vars already merged)."""
-    env: dict[str, Any] = {}
+    env = environment_runtime_env(environment)
     if env_vars:
         env["env_vars"] = dict(env_vars)
-    if environment is None:
-        return env
-    if environment.pip_packages:
-        env["pip"] = list(environment.pip_packages)
-    if environment.workspace is not None:
-        env["working_dir"] = environment.workspace
-    if environment.docker_image is not None:
-        env["image_uri"] = environment.docker_image
-    if environment.extras:
-        raise InvalidRequestError.for_field(
-            "EnvironmentConfig.extras",
-            environment.extras,
-            "Ray installs packages, not a project's extras; list the packages in "
-            "pip_packages instead",
-        )
     return env

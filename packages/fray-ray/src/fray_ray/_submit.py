@@ -16,7 +16,7 @@ from fray.errors import BackendUnavailableError, InvalidRequestError
 from fray_ray._book import JobBook
 from fray_ray._callable import CallableJob, cancel_refs
 from fray_ray._command import CommandJob, submit_options
-from fray_ray._convert import HEAD_NODE_RESOURCE, task_options
+from fray_ray._convert import HEAD_NODE_RESOURCE, RAY, task_options
 from fray_ray._environ import current_job
 from fray_ray._handles import RayJobHandle
 from fray_ray._host import LIFETIME_GROUP, host_class
@@ -147,12 +147,8 @@ class Launcher:
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
         prepared = self._prepared.get(id(request))
-        if isinstance(request, JobRequest) and (
-            request.processes_per_task != 1 or request.scheduling_timeout is not None
-        ):
-            _refuse_unsupported(request)
         if prepared is None or prepared.request is not request or prepared.shape != _shape(request):
-            check_request(request)
+            RAY.check(check_request(request))
             if isinstance(request.resources.device, TpuConfig):
                 return self._submit_tpu(request, new_job_id(request.name, current_job()))
             self.check_head_node(request.resources, "JobRequest.resources.preemptible")
@@ -298,28 +294,3 @@ class Launcher:
                 f"'{HEAD_NODE_RESOURCE}' resource, which this cluster does not have; start "
                 f"the head with --resources='{{\"{HEAD_NODE_RESOURCE}\": 1}}'",
             )
-
-
-def _refuse_unsupported(request: JobRequest) -> None:
-    """Fields Ray does not honour yet are refused, never ignored.
-
-    Raises:
-        InvalidRequestError: ``processes_per_task > 1``; a ``scheduling_timeout`` on a job
-            that is not a TPU gang (the gang's supervisor honours it).
-    """
-    if request.processes_per_task > 1:
-        raise InvalidRequestError.for_field(
-            "JobRequest.processes_per_task",
-            request.processes_per_task,
-            "Ray runs one process per replica; use replicas, or a backend that runs a "
-            "multi-process supervisor per task (Iris)",
-        )
-    if request.scheduling_timeout is not None and not isinstance(
-        request.resources.device, TpuConfig
-    ):
-        raise InvalidRequestError.for_field(
-            "JobRequest.scheduling_timeout",
-            request.scheduling_timeout,
-            "Ray does not say when a task is placed, so only TPU gangs (whose supervisor "
-            "claims the slices) honour it on Ray; leave it unset for other Ray jobs",
-        )

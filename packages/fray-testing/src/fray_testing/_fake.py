@@ -25,7 +25,7 @@ from fray import (
     JobStatus,
     ResourceConfig,
 )
-from fray.backend import BaseClient, JobHistory, check_request, hosted_init_failed, job_id_part
+from fray.backend import BaseClient, JobHistory, hosted_init_failed, job_id_part
 from fray.errors import (
     InvalidRequestError,
     JobNotFoundError,
@@ -65,6 +65,10 @@ class FakeClient(BaseClient):
         outcomes: Initial scripts, as for :meth:`script` (job name or callable → outcome).
         run_callables: Run callables in-process by default. ``False``: jobs succeed with
             ``None`` without running anything unless scripted with ``Run()``.
+        target: Check every request (and actor resources) against the capability table of
+            this backend (``"local"``, ``"ray"``, ``"iris"``): what that backend refuses at
+            submit time is refused here, with its message, so a unit test fails where the
+            cluster would.
     """
 
     scheme = "fake"
@@ -75,13 +79,15 @@ class FakeClient(BaseClient):
         *,
         outcomes: Mapping[Target, Outcome] | None = None,
         run_callables: bool = True,
+        target: str | None = None,
     ) -> None:
+        self._set_target(target, "FakeClient.target")
         self._handler = handler
         self.run_callables = run_callables
         self._cond = threading.Condition(threading.RLock())
         self._scripts: dict[Any, list[Outcome]] = {}
-        for target, outcome in (outcomes or {}).items():
-            self.script(target, outcome)
+        for scripted, outcome in (outcomes or {}).items():
+            self.script(scripted, outcome)
         self._history: JobHistory[FakeJob] = JobHistory()
         self._events: list[Record] = []
         self._ids = itertools.count(1)
@@ -90,9 +96,9 @@ class FakeClient(BaseClient):
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> FakeClient:
-        """Builds a client from the spec ``fake`` (``FRAY_CLIENT_SPEC=fake``)."""
-        spec.reject_unknown(set(), address=False)
-        return cls()
+        """Builds a client from the spec ``fake`` or ``fake?target=ray``."""
+        spec.reject_unknown({"target"}, address=False)
+        return cls(target=spec.params.get("target"))
 
     def __repr__(self) -> str:
         return f"FakeClient(jobs={len(self._history)}, events={len(self._events)})"
@@ -198,7 +204,7 @@ class FakeClient(BaseClient):
         nothing to adopt.
         """
         del adopt_existing
-        check_request(request)
+        self._check_request(request)
         self._check_open()
         parent = running_job.get()
         if parent is not None and parent.client is not self:
@@ -259,6 +265,7 @@ class FakeClient(BaseClient):
             ActorError: ``__init__`` raised (chained as ``__cause__``).
         """
         self._check_open()
+        self._check_resources(resources)
         group = self._actors.create(
             actor_class,
             args,
@@ -284,6 +291,7 @@ class FakeClient(BaseClient):
         """Creates ``count`` in-process actors named ``{name}-{i}``; each ``__init__`` runs
         now, so the group is ready (or failed) when this returns."""
         self._check_open()
+        self._check_resources(resources)
         return self._actors.create(
             actor_class,
             args,

@@ -37,12 +37,15 @@ class FakeJob(JobRecord):
     """
 
     __slots__ = (
+        "attempt_deadline",
         "attempt_open",
         "children",
         "client",
         "cond",
+        "created",
         "delay_until",
         "driving",
+        "expires_as",
         "hanging",
         "lines",
         "parent_job",
@@ -74,6 +77,12 @@ class FakeJob(JobRecord):
         self.driving = False
         self.attempt_open = False
         self.delay_until: float | None = None
+        self.created = time.monotonic()
+        # When the current attempt runs past JobRequest.timeout (monotonic), and what a wait
+        # that a deadline cut short ends in ("timeout", or "unplaced" for a job that never
+        # started within JobRequest.scheduling_timeout).
+        self.attempt_deadline: float | None = None
+        self.expires_as: str | None = None
         self.timer: threading.Timer | None = None
 
     # -- output ------------------------------------------------------------------------------
@@ -127,6 +136,7 @@ class FakeJob(JobRecord):
     def advance(self) -> None:
         """Moves the job on as far as it goes without waiting, in this thread."""
         while True:
+            expired = None
             with self.cond:
                 if self.ended or self.driving or self.hanging:
                     return
@@ -134,22 +144,40 @@ class FakeJob(JobRecord):
                     if time.monotonic() < self.delay_until:
                         return
                     self.delay_until = None
+                    expired, self.expires_as = self.expires_as, None
+                    self.attempt_open = self.attempt_open and expired is None
+            if expired is not None:  # a deadline cut the wait short
+                if self._settle((expired,)):
+                    continue
+                return
+            with self.cond:
+                if self.ended or self.driving or self.hanging:
+                    return
                 step = next(self.steps)
                 never_starts = step.kind == "hang" and step.value
                 if self.started_at is None and not never_starts:
                     self.mark_running()
                 if not self.attempt_open and not never_starts:
                     self.begin_attempt()
+                    timeout = self.request.timeout
+                    self.attempt_deadline = None if timeout is None else time.monotonic() + timeout
                 self.attempt_open = False
                 self.add_lines(step.logs)
                 if step.kind == "delay":
                     # The delay is the start of an attempt, not an attempt of its own.
                     self.attempt_open = True
-                    self.delay_until = time.monotonic() + step.value
-                    self.arm_timer()
-                    self.cond.notify_all()
+                    self._wait_until(time.monotonic() + step.value, self.attempt_deadline)
                     continue
                 if step.kind == "hang":
+                    if never_starts:
+                        limit = self.request.scheduling_timeout
+                        deadline = None if limit is None else self.created + limit
+                    else:
+                        deadline = self.attempt_deadline
+                    if deadline is not None:  # it hangs until its deadline, then ends
+                        self.attempt_open = not never_starts
+                        self._wait_until(deadline, deadline, "unplaced" if never_starts else None)
+                        continue
                     self.hanging = True
                     self.cond.notify_all()
                     return
@@ -159,8 +187,22 @@ class FakeJob(JobRecord):
             finally:
                 with self.cond:
                     self.driving = False
+            deadline = self.attempt_deadline
+            if deadline is not None and time.monotonic() > deadline:
+                outcome = ("timeout",)  # a real backend would have stopped it by now
             if not self._settle(outcome):
                 return
+
+    def _wait_until(
+        self, end: float, deadline: float | None, expires_as: str | None = None
+    ) -> None:
+        """Under ``cond``: the job waits until ``end``, or ends at ``deadline`` if that comes
+        first (as ``expires_as``, by default a timed-out attempt)."""
+        if deadline is not None and deadline <= end:
+            end, self.expires_as = deadline, expires_as or "timeout"
+        self.delay_until = end
+        self.arm_timer()
+        self.cond.notify_all()
 
     def _attempt(self, step: Step) -> tuple[Any, ...]:
         if step.kind == "succeed":
@@ -208,6 +250,12 @@ class FakeJob(JobRecord):
             if kind == "ok":
                 self.value = outcome[1]
                 final = JobStatus.SUCCEEDED
+            elif kind == "timeout":
+                self.on_timeout()
+                final = JobStatus.FAILED
+            elif kind == "unplaced":
+                self.error = self.unplaced_error("FakeClient: scripted Hang(pending=True)")
+                final = JobStatus.FAILED
             elif kind == "failed":
                 exc: BaseException = outcome[1]
                 if self.on_failure(exc, f"{type(exc).__name__}: {exc}"):

@@ -18,6 +18,9 @@ A backend is a client class plus the few hooks only it can write::
                        hosted actors: an instance in this process behind an authenticated
                        TCP server; its picklable handle (remote, submit); an actor's
                        shutdown_event that ends it; the error of an __init__ that raised
+    Capabilities, capabilities_of
+                       what each backend refuses in a request, one table per backend: its
+                       own check, its README, and FakeClient/LocalClient(target=...)
     JobHistory         the jobs a client answers for (unfinished + the last N finished)
     job_id_part        a job's name as part of its id ('/' escaped: it separates children)
     bind_client, bind_actor, binding
@@ -47,6 +50,7 @@ from fray.backend._binding import (
     unbind_actor,
     unbind_client,
 )
+from fray.backend._capabilities import Capabilities, Limit, capabilities_of, known_targets
 from fray.backend._client import BaseClient, check_request
 from fray.backend._group import ActorMember, BaseActorGroup, validate_actor_args
 from fray.backend._handle import BaseJobHandle, check_max_lines, check_result
@@ -84,6 +88,7 @@ __all__ = [
     "BaseClient",
     "BaseJobHandle",
     "CallFuture",
+    "Capabilities",
     "HostedActorHandle",
     "HostedActorMethod",
     "HostedInstance",
@@ -91,6 +96,7 @@ __all__ = [
     "JobHistory",
     "JobRecord",
     "KeyedHandle",
+    "Limit",
     "LineSink",
     "LogBuffer",
     "PrefixedSink",
@@ -100,6 +106,7 @@ __all__ = [
     "bind_client",
     "binding",
     "call_outcome",
+    "capabilities_of",
     "capture_into",
     "check_max_lines",
     "check_request",
@@ -115,6 +122,7 @@ __all__ = [
     "isolated_shared_clients",
     "job_history_limit",
     "job_id_part",
+    "known_targets",
     "merge_logs",
     "name_of_id_part",
     "portable_error",

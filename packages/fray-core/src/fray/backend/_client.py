@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig
+from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._group import validate_actor_args
 from fray.backend._hosted_handle import HostedActorHandle
 from fray.backend._hosting import host_in_process
@@ -36,10 +37,17 @@ class BaseClient:
 
     Attributes:
         scheme: The backend's spec prefix (``local``, ``ray``, ...).
+        capabilities: The backend's own table of refusals (``None``: it refuses nothing a
+            valid request can say).
+        target: Another backend's table that requests are checked against as well, so a
+            test on this client fails where that backend would (``target=`` of the local and
+            fake clients).
         is_shutdown: Whether ``shutdown()`` has run.
     """
 
     scheme: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities | None] = None
+    target: Capabilities | None = None
     is_shutdown: bool = False
     _hosted: list[HostedActor] | None = None
 
@@ -57,6 +65,30 @@ class BaseClient:
     def shutdown(self, wait: bool = True) -> None:
         """Stops the client's jobs and actors and releases what it holds."""
         raise NotImplementedError
+
+    def _set_target(self, target: str | None, field: str) -> None:
+        """Checks requests against the table of the backend named ``target`` too."""
+        self.target = None if target is None else capabilities_of(target, field=field)
+
+    def _tables(self) -> tuple[Capabilities, ...]:
+        return tuple(t for t in (self.target, type(self).capabilities) if t is not None)
+
+    def _check_request(self, request: Any) -> JobRequest:
+        """``request`` if it is a :class:`fray.JobRequest` this backend (and the target, if
+        any) takes.
+
+        Raises:
+            InvalidRequestError: Naming the field refused and what is allowed.
+        """
+        request = check_request(request)
+        for table in self._tables():
+            table.check(request)
+        return request
+
+    def _check_resources(self, resources: ResourceConfig | None) -> None:
+        """Checks an actor's ``resources`` against the same tables."""
+        for table in self._tables():
+            table.check_resources(resources)
 
     def _check_open(self) -> None:
         """Raises once the client has been shut down."""

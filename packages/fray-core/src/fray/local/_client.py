@@ -24,7 +24,9 @@ import shutil
 import signal
 import tempfile
 import threading
+import tomllib
 import weakref
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from fray._actor import HostedActor
@@ -33,7 +35,7 @@ from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceCon
 from fray.backend import (
     BaseClient,
     JobHistory,
-    check_request,
+    capabilities_of,
     forget_default_client,
     hosted_init_failed,
     job_id_part,
@@ -64,6 +66,64 @@ def _requirement_name(requirement: str) -> str:
     return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
 
 
+LOCAL_CAPABILITIES = capabilities_of("local")
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _project_extras(start: str) -> tuple[str, dict[str, list[str]]] | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` and its optional dependencies."""
+    folder = os.path.abspath(start)
+    while True:
+        path = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                project = tomllib.load(f).get("project", {})
+            return path, dict(project.get("optional-dependencies", {}))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def _check_extras(extras: Sequence[str], start: str) -> None:
+    """Each extra is one of the project's, and what it requires (unconditionally) is
+    installed here."""
+    found = _project_extras(start)
+    if found is None:
+        raise InvalidRequestError.for_field(
+            "EnvironmentConfig.extras",
+            list(extras),
+            f"extras of the project the job runs from; no pyproject.toml at or above {start} "
+            "(set EnvironmentConfig.workspace to the project)",
+        )
+    path, declared = found
+    for extra in extras:
+        if extra not in declared:
+            raise InvalidRequestError.for_field(
+                "EnvironmentConfig.extras",
+                extra,
+                f"one of the extras {path} declares: {', '.join(sorted(declared)) or 'none'}",
+            )
+        for requirement in declared[extra]:
+            name = _requirement_name(requirement)
+            if ";" not in requirement and not _installed(name):
+                raise InvalidRequestError.for_field(
+                    "EnvironmentConfig.extras",
+                    extra,
+                    "extras whose packages are installed here: the local backend runs jobs in "
+                    f"this Python environment and installs nothing, and {name} (from extra "
+                    f"{extra!r} of {path}) is not installed (install the project with that "
+                    "extra, or run on Iris, which installs extras per job)",
+                )
+
+
 class LocalClient(BaseClient):
     """Runs jobs and actors on this machine. See the module docstring for the semantics.
 
@@ -71,11 +131,18 @@ class LocalClient(BaseClient):
         max_threads: Most jobs that run at once (more wait as PENDING); ``None`` for no limit
             beyond 1024.
         echo_logs: Also copy job output to this process's stdout.
+        target: Also check every request (and actor resources) against the capability table
+            of this backend (``"ray"``, ``"iris"``), so code tested here is refused where
+            that cluster would refuse it, with its message.
     """
 
     scheme = "local"
+    capabilities = LOCAL_CAPABILITIES
 
-    def __init__(self, max_threads: int | None = None, *, echo_logs: bool = True) -> None:
+    def __init__(
+        self, max_threads: int | None = None, *, echo_logs: bool = True, target: str | None = None
+    ) -> None:
+        self._set_target(target, "LocalClient.target")
         if max_threads is not None and (
             isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
         ):
@@ -100,9 +167,9 @@ class LocalClient(BaseClient):
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> LocalClient:
-        """Builds a client from ``local`` or ``local?threads=N``."""
-        spec.reject_unknown({"threads"}, address=False)
-        return cls(max_threads=spec.param_int("threads"))
+        """Builds a client from ``local``, ``local?threads=N`` or ``local?target=ray``."""
+        spec.reject_unknown({"threads", "target"}, address=False)
+        return cls(max_threads=spec.param_int("threads"), target=spec.params.get("target"))
 
     def __repr__(self) -> str:
         return f"LocalClient(max_threads={self.max_threads}, jobs={len(self._history)})"
@@ -113,15 +180,8 @@ class LocalClient(BaseClient):
         """Starts a job. Local job names need not be unique: each submit is a new job, so
         ``adopt_existing`` has nothing to adopt."""
         del adopt_existing
-        check_request(request)
+        self._check_request(request)
         self._check_open()
-        if request.processes_per_task > 1:
-            raise InvalidRequestError.for_field(
-                "JobRequest.processes_per_task",
-                request.processes_per_task,
-                "the local backend runs one process per replica; use replicas, or a backend "
-                "that runs a multi-process supervisor per task (Iris)",
-            )
         process = self._needs_process(request)
         self._check_packages(request)
         parent = current_job.get()
@@ -159,48 +219,33 @@ class LocalClient(BaseClient):
 
     @staticmethod
     def _needs_process(request: JobRequest) -> bool:
-        is_tpu = isinstance(request.resources.device, TpuConfig)
+        """Whether a request runs in a process of its own (``isolation="thread"`` for those
+        that must is refused by :data:`LOCAL`'s table)."""
+        if request.isolation != "auto":
+            return request.isolation == "process"
         has_env = bool(request.environment and request.environment.env_vars)
-        if request.isolation == "thread":
-            reason = None
-            if not request.entrypoint.is_callable:
-                reason = "a command always runs in a process"
-            elif has_env:
-                reason = "env vars need a process of their own"
-            elif is_tpu:
-                reason = "TPU hosts each need a process with their own env"
-            if reason:
-                raise InvalidRequestError.for_field(
-                    "JobRequest.isolation", "thread", f"{reason}; use 'auto' or 'process'"
-                )
-            return False
-        if request.isolation == "process":
-            return True
+        is_tpu = isinstance(request.resources.device, TpuConfig)
         return not request.entrypoint.is_callable or has_env or is_tpu
 
     @staticmethod
     def _check_packages(request: JobRequest) -> None:
+        """The local backend installs nothing: ``pip_packages`` and the requirements of the
+        project's ``extras`` must already be installed here."""
         env = request.environment
         if env is None:
             return
         for requirement in env.pip_packages:
             name = _requirement_name(requirement)
-            try:
-                importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
+            if not _installed(name):
                 raise InvalidRequestError.for_field(
                     "EnvironmentConfig.pip_packages",
                     requirement,
                     "the local backend runs jobs in this Python environment and does not "
                     f"install packages; {name} is not installed here (pip install it, or "
                     "run on Ray or Iris, which install pip_packages per job)",
-                ) from None
-        if env.docker_image is not None:
-            raise InvalidRequestError.for_field(
-                "EnvironmentConfig.docker_image",
-                env.docker_image,
-                "the local backend cannot run containers; leave it unset to run here",
-            )
+                )
+        if env.extras:
+            _check_extras(env.extras, env.workspace or os.getcwd())
 
     def _workdir(self) -> str:
         with self._lock:
@@ -339,6 +384,7 @@ class LocalClient(BaseClient):
         background, so this returns at once. Use ``wait_ready`` to wait for them."""
         self._check_open()
         validate_actor_args(actor_class, name, count, resources, actor_config)
+        self._check_resources(resources)
         config = actor_config or ActorConfig()
         actors: list[LocalActor] = []
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,9 +15,11 @@ from fray import (
     JobStatus,
     ResourceConfig,
 )
+from fray.backend import Capabilities
 from fray.errors import InvalidRequestError
 from fray_testing.conformance import entrypoints as ep
 from fray_testing.conformance._base import ConformanceTests
+from fray_testing.conformance.limits import requests_at_the_limits, resources_at_the_limits
 
 __all__ = ["ResourceValidationTests"]
 
@@ -100,3 +103,52 @@ class ResourceValidationTests(ConformanceTests):
         )
         values = client.submit(request).result(timeout=self.timeout)
         assert sorted(v["TPU_WORKER_ID"] or "" for v in values) == ["0", "1"]
+
+    def test_what_the_capability_table_refuses_is_refused_at_submit(self, client: Client) -> None:
+        tables = _tables(client)
+        if not tables:
+            pytest.skip(f"{type(client).__name__} declares no capability table")
+        refused = 0
+        for request in requests_at_the_limits():
+            expected = _refusal(lambda t, r=request: t.check(r), tables)
+            if expected is None:
+                continue
+            with pytest.raises(InvalidRequestError) as caught:
+                client.submit(request)
+            assert str(caught.value) == str(expected)
+            refused += 1
+        assert refused, "no request at the limits was refused; the table refuses nothing?"
+
+    def test_actor_resources_the_table_refuses_are_refused_at_creation(
+        self, client: Client
+    ) -> None:
+        tables = _tables(client)
+        if not tables:
+            pytest.skip(f"{type(client).__name__} declares no capability table")
+        for resources in resources_at_the_limits():
+            expected = _refusal(lambda t, r=resources: t.check_resources(r), tables)
+            if expected is None:
+                continue
+            with pytest.raises(InvalidRequestError) as caught:
+                client.create_actor_group(
+                    ep.Counter, name=self.name("limit"), count=1, resources=resources
+                )
+            assert str(caught.value) == str(expected)
+
+
+def _tables(client: Client) -> list[Capabilities]:
+    """The capability tables a client checks requests against (a target's first)."""
+    found = (getattr(client, "target", None), getattr(type(client), "capabilities", None))
+    return [table for table in found if isinstance(table, Capabilities)]
+
+
+def _refusal(
+    check: Callable[[Capabilities], object], tables: list[Capabilities]
+) -> InvalidRequestError | None:
+    """The first refusal of ``check`` among ``tables``, or ``None``."""
+    for table in tables:
+        try:
+            check(table)
+        except InvalidRequestError as refusal:
+            return refusal
+    return None

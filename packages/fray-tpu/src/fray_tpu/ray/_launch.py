@@ -20,6 +20,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fray import Entrypoint, JobRequest, ResourceConfig, TpuConfig
+from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
 from fray.topology import get_tpu_topology
 from fray_tpu import environment_variables as ev
@@ -28,11 +29,13 @@ from fray_tpu.ray._handle import TpuJobHandle, TpuJobRecord
 from fray_tpu.ray._host import HostPayload
 from fray_tpu.ray._state import JobState
 from fray_tpu.ray._supervisor import GangSpec, supervise
+from fray_tpu.ray.runtime_env import environment_runtime_env
 
 __all__ = ["launch_on_pod", "submit_tpu_job"]
 
 _DEFAULT_SCHEDULING_TIMEOUT_S = 600.0
 _DEFAULT_HEALTH_INTERVAL_S = 2.0
+_RAY = capabilities_of("ray")  # what Ray refuses, for every Ray job
 
 # What a job runs travels to its hosts only (in the GangSpec); the state actor's record of
 # the job needs its name, size and budgets, so it gets the request with this in its place.
@@ -185,8 +188,11 @@ def submit_tpu_job(
     One replica runs per VM of each slice (``request.replicas`` = slices x VMs). The callable
     runs on every host (a command runs as a subprocess on every host). Env: the device
     defaults, then ``environment.env_vars``, plus ``MEGASCALE_*`` for multislice and
-    ``FRAY_JOB_ID``/``FRAY_TASK_INDEX``/``FRAY_NUM_TASKS``. ``pip_packages`` become the
-    Ray ``pip`` runtime env. Budgets: ``max_retries_preemption`` and
+    ``FRAY_JOB_ID``/``FRAY_TASK_INDEX``/``FRAY_NUM_TASKS``. ``pip_packages``,
+    ``workspace`` and ``docker_image`` become Ray's ``pip``, ``working_dir`` and
+    ``image_uri`` runtime env, as for every Ray job; what Ray's capability table
+    (``fray.backend.capabilities_of("ray")``: extras, disk, regions, ...) refuses is
+    refused here too. Budgets: ``max_retries_preemption`` and
     ``max_retries_failure`` (N retries = N+1 attempts).
 
     Args:
@@ -205,6 +211,7 @@ def submit_tpu_job(
         raise InvalidRequestError.for_field(
             "JobRequest.resources.device", device, "submit_tpu_job needs a TpuConfig device"
         )
+    _RAY.check(request)
     entry = request.entrypoint
     vms = device.vm_count()
     slices = request.replica_count // vms
@@ -222,8 +229,7 @@ def submit_tpu_job(
         assert entry.command is not None
         payload = HostPayload(fn=None, command=entry.command, name=request.name)
     env.update(request.env_vars)  # device defaults, overridden by the request's own
-    if request.environment is not None and request.environment.pip_packages:
-        runtime_env["pip"] = list(request.environment.pip_packages)
+    runtime_env.update(environment_runtime_env(request.environment))
     return _start(
         request,
         job_id=job_id,

@@ -1,0 +1,292 @@
+"""What each backend refuses in a request, declared once per backend.
+
+A backend honours every field of a request or refuses it at submit time naming the field;
+nothing is dropped on the way. The refusals that depend only on the request (not on the
+cluster it meets) are listed here, one :class:`Capabilities` table per backend:
+
+- the backend checks each request against its own table (its only copy of those rules);
+- ``FakeClient(target="ray")`` and ``LocalClient(target="ray")`` check against another
+  backend's table, so a unit test fails where the cluster would, with the same message;
+- each backend's README carries its table (:meth:`Capabilities.markdown`; a test keeps them
+  equal).
+
+What depends on the cluster (a head-node resource, the installed marin-iris line, a package
+missing from this environment) is checked by the backend itself, where it can see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fray._resources import GpuConfig, ResourceConfig, TpuConfig, has_default_disk
+from fray._types import JobRequest
+from fray.errors import InvalidRequestError
+
+__all__ = ["Capabilities", "Limit", "capabilities_of", "known_targets"]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One refusal: the field (a path under :class:`~fray.JobRequest`), what is allowed
+    there, and the test that finds a request breaking it.
+
+    Attributes:
+        field: ``resources.disk``, ``environment.extras``, ``isolation``, ...
+        allowed: What the backend allows, and why; the error's text and the README's.
+        breaks: True for a request the backend refuses.
+        on_resources: For a ``resources.*`` limit, the same test on a bare
+            :class:`~fray.ResourceConfig`, so actors are checked too; ``None`` for limits
+            that only jobs have.
+    """
+
+    field: str
+    allowed: str
+    breaks: Callable[[JobRequest], bool]
+    on_resources: Callable[[ResourceConfig], bool] | None = None
+
+
+def resource_limit(name: str, allowed: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
+    """A limit on ``resources.<name>``, for jobs and actors alike."""
+    return Limit(f"resources.{name}", allowed, lambda r: breaks(r.resources), breaks)
+
+
+def _value_at(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class Capabilities:
+    """The refusals of one backend, in the order it checks them.
+
+    Args:
+        backend: The backend's scheme (``local``, ``ray``, ``iris``).
+        title: How messages and the README name it (``Ray``).
+        limits: Its refusals.
+    """
+
+    def __init__(self, backend: str, title: str, limits: Iterable[Limit]) -> None:
+        self.backend = backend
+        self.title = title
+        self.limits = tuple(limits)
+
+    def __repr__(self) -> str:
+        return f"Capabilities({self.backend!r}, limits={len(self.limits)})"
+
+    def check(self, request: JobRequest) -> JobRequest:
+        """``request`` if this backend takes it.
+
+        Raises:
+            InvalidRequestError: Naming the first field it refuses and what it allows.
+        """
+        for limit in self.limits:
+            if limit.breaks(request):
+                raise InvalidRequestError.for_field(
+                    f"JobRequest.{limit.field}", _value_at(request, limit.field), limit.allowed
+                )
+        return request
+
+    def check_resources(self, resources: ResourceConfig | None) -> None:
+        """Checks an actor's ``resources`` (``None`` asks for nothing).
+
+        Raises:
+            InvalidRequestError: Naming the first field it refuses and what it allows.
+        """
+        if not isinstance(resources, ResourceConfig):
+            return  # None asks for nothing; anything else is validate_actor_args's to refuse
+        for limit in self.limits:
+            if limit.on_resources is not None and limit.on_resources(resources):
+                field = limit.field.removeprefix("resources.")
+                raise InvalidRequestError.for_field(
+                    limit.field, _value_at(resources, field), limit.allowed
+                )
+
+    def markdown(self) -> str:
+        """The table as a Markdown table, for the backend's README."""
+        rows = [f"| field | what {self.title} allows |", "|---|---|"]
+        for limit in self.limits:
+            scope = "" if limit.on_resources is None else " (jobs and actors)"
+            rows.append(f"| `{limit.field}`{scope} | {limit.allowed} |")
+        return "\n".join(rows) + "\n"
+
+
+def _is_tpu(r: JobRequest) -> bool:
+    return isinstance(r.resources.device, TpuConfig)
+
+
+def _has_env_vars(r: JobRequest) -> bool:
+    return bool(r.environment and r.environment.env_vars)
+
+
+def _environment(name: str, allowed: str) -> Limit:
+    """A limit on an ``environment.<name>`` that must stay empty."""
+    return Limit(
+        f"environment.{name}",
+        allowed,
+        lambda r: bool(r.environment and getattr(r.environment, name)),
+    )
+
+
+def _one_process_per_replica(who: str) -> Limit:
+    return Limit(
+        "processes_per_task",
+        f"1: {who} runs one process per replica; use replicas, or a backend that runs a "
+        "multi-process supervisor per task (Iris)",
+        lambda r: r.processes_per_task > 1,
+    )
+
+
+LOCAL = Capabilities(
+    "local",
+    "the local backend",
+    [
+        _one_process_per_replica("the local backend"),
+        Limit(
+            "isolation",
+            "a command always runs in a process; use 'auto' or 'process'",
+            lambda r: r.isolation == "thread" and not r.entrypoint.is_callable,
+        ),
+        Limit(
+            "isolation",
+            "env vars need a process of their own; use 'auto' or 'process'",
+            lambda r: r.isolation == "thread" and _has_env_vars(r),
+        ),
+        Limit(
+            "isolation",
+            "TPU hosts each need a process with their own env; use 'auto' or 'process'",
+            lambda r: r.isolation == "thread" and _is_tpu(r),
+        ),
+        _environment(
+            "docker_image",
+            "unset: the local backend cannot run containers; leave it unset to run here",
+        ),
+    ],
+)
+
+RAY = Capabilities(
+    "ray",
+    "Ray",
+    [
+        resource_limit(
+            "disk",
+            "the default on Ray (16g; 50g for a TPU), which Ray does not reserve: Ray cannot "
+            "reserve disk (express it as a custom resource your nodes advertise instead)",
+            lambda res: not has_default_disk(res),
+        ),
+        Limit(
+            "isolation",
+            "'auto' or 'process': every Ray job runs in a worker process",
+            lambda r: r.isolation == "thread",
+        ),
+        _one_process_per_replica("Ray"),
+        _environment(
+            "extras",
+            "empty on Ray: Ray installs packages, not a project's extras; list the extras' "
+            "packages in pip_packages, or install the project with its extras in the "
+            "cluster's image",
+        ),
+        resource_limit(
+            "device_alternatives",
+            "empty unless the device is a GPU: on Ray, alternatives are a choice of GPU "
+            "types (an accelerator-type label); a TPU gang claims one TPU type",
+            lambda res: bool(res.device_alternatives) and not isinstance(res.device, GpuConfig),
+        ),
+        Limit(
+            "resources.regions",
+            "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
+            "not by region",
+            lambda r: _is_tpu(r) and bool(r.resources.regions),
+        ),
+        Limit(
+            "resources.zone",
+            "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
+            "not by zone",
+            lambda r: _is_tpu(r) and r.resources.zone is not None,
+        ),
+        Limit(
+            "resources.preemptible",
+            "True for a TPU job on Ray: TPU slices are never the head node",
+            lambda r: _is_tpu(r) and not r.resources.preemptible,
+        ),
+        Limit(
+            "resources.regions",
+            "unset for a command job on Ray: Ray's Jobs API cannot place a command by "
+            "region, zone or GPU alternatives; run the command from a callable job instead",
+            lambda r: not r.entrypoint.is_callable and bool(r.resources.regions),
+        ),
+        Limit(
+            "resources.zone",
+            "unset for a command job on Ray: Ray's Jobs API cannot place a command by "
+            "region, zone or GPU alternatives; run the command from a callable job instead",
+            lambda r: not r.entrypoint.is_callable and r.resources.zone is not None,
+        ),
+        Limit(
+            "resources.device_alternatives",
+            "empty for a command job on Ray: Ray's Jobs API cannot place a command by "
+            "region, zone or GPU alternatives; run the command from a callable job instead",
+            lambda r: not r.entrypoint.is_callable and bool(r.resources.device_alternatives),
+        ),
+        Limit(
+            "scheduling_timeout",
+            "unset unless the job is a TPU gang: Ray does not say when a task is placed, so "
+            "only TPU gangs (whose supervisor claims the slices) honour it on Ray",
+            lambda r: r.scheduling_timeout is not None and not _is_tpu(r),
+        ),
+    ],
+)
+
+IRIS = Capabilities(
+    "iris",
+    "Iris",
+    [
+        Limit(
+            "isolation",
+            "'auto' or 'process': every Iris job runs in a task process of its own",
+            lambda r: r.isolation == "thread",
+        ),
+        Limit(
+            "processes_per_task",
+            "1 with IrisClient.submit for now (several processes per task are not started "
+            "yet); use replicas, or a command wrapped by fray.iris_backend.wrap_multiprocess",
+            lambda r: r.processes_per_task > 1,
+        ),
+        _environment(
+            "workspace",
+            "unset: on Iris the workspace is shipped once per client; pass it to "
+            "IrisClient(workspace=...) or use the spec iris://host:port?ws=PATH",
+        ),
+        Limit(
+            "resources.image",
+            "the same as EnvironmentConfig.docker_image or unset: both name the task's image "
+            "on Iris",
+            lambda r: (
+                r.resources.image is not None
+                and r.environment is not None
+                and r.environment.docker_image is not None
+                and r.resources.image != r.environment.docker_image
+            ),
+        ),
+    ],
+)
+
+_TABLES = {table.backend: table for table in (LOCAL, RAY, IRIS)}
+
+
+def known_targets() -> tuple[str, ...]:
+    """The backends with a table: the values ``target=`` takes."""
+    return tuple(_TABLES)
+
+
+def capabilities_of(target: str, *, field: str = "target") -> Capabilities:
+    """The table of the backend named ``target``.
+
+    Raises:
+        InvalidRequestError: No backend of that name has a table (``field`` names the
+            argument in the message).
+    """
+    table = _TABLES.get(target) if isinstance(target, str) else None
+    if table is None:
+        raise InvalidRequestError.for_field(field, target, f"one of {', '.join(_TABLES)}")
+    return table
