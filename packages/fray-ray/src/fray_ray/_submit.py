@@ -20,6 +20,7 @@ from fray_ray._convert import HEAD_NODE_RESOURCE, task_options
 from fray_ray._environ import current_job
 from fray_ray._handles import RayJobHandle
 from fray_ray._host import LIFETIME_GROUP, host_class
+from fray_ray._placement import Ask, ClusterView, autoscaler_note, cluster_view
 from fray_ray._record import RayJob
 from fray_ray._worker import ClientFor, bound, job_token, runner
 
@@ -143,6 +144,7 @@ class Launcher:
         self.bound_functions = 0  # exported job functions (see Prepared.bound)
         self._prepared: dict[int, Prepared] = {}
         self._resources: dict[str, float] | None = None
+        self._view: ClusterView | None = None  # the nodes as last read (check_placeable)
 
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
@@ -171,6 +173,7 @@ class Launcher:
     def _submit_command(self, request: JobRequest, parent: str | None) -> RayJobHandle:
         job_id = new_job_id(request.name, parent)
         options = submit_options(request, job_id, self.book.namespace)
+        self.check_placeable(options)
         job = CommandJob(self.book, job_id, request, parent, options)
         self.book.jobs_api()
         self._start(job)
@@ -188,8 +191,10 @@ class Launcher:
         """Starts the first attempt of a resubmitted single-replica request through its
         exported function (no task arguments); ``None`` where that does not apply."""
         book = self.book
-        if book.mirrors or request.replicas != 1:
-            return None  # nested jobs are recorded before they start; replicas need an index
+        if book.mirrors or request.replicas != 1 or request.scheduling_timeout is not None:
+            # Nested jobs are recorded before they start; replicas need an index; a job with
+            # a scheduling timeout has its replicas report their start under their attempt.
+            return None
         found = prepared.bound(self, parent)
         if found is None:
             return None
@@ -222,6 +227,7 @@ class Launcher:
         options, env = task_options(request)
         if "pip" in options.get("runtime_env", {}):
             self._check_pip_applies()
+        self.check_placeable(options)
         entry = request.entrypoint
         try:
             payload = cloudpickle.dumps((entry.callable, entry.args, entry.kwargs))
@@ -237,6 +243,31 @@ class Launcher:
                 self._prepared.pop(next(iter(self._prepared)))
             self._prepared[key] = prepared
         return prepared
+
+    def check_placeable(self, options: dict[str, Any]) -> None:
+        """Refuses a request no node of the cluster could ever take, on a cluster that
+        cannot grow: it would wait forever. Compared with the nodes as last read (read again
+        only when none fits: once per client for requests that fit), so a request that fits
+        costs a few dict lookups, once per request object.
+
+        Raises:
+            InvalidRequestError: No node, alive or dead, has the resources and labels one
+                replica asks for, and no autoscaler may add one.
+        """
+        ask = Ask.of(options)
+        view = self._view
+        if view is not None and view.fits_some_node(ask):
+            return
+        view = self._view = cluster_view()
+        if view.fits_some_node(ask) or autoscaler_note() is not None:
+            return
+        raise InvalidRequestError.for_field(
+            "JobRequest.resources",
+            ask.describe(),
+            f"no node of this Ray cluster could ever take a replica ({view.shortfall(ask)}) "
+            "and the cluster has no autoscaler to add one; ask for what a node has, or add "
+            "a node that has it",
+        )
 
     def _check_pip_applies(self) -> None:
         """A Ray job whose runtime env sets ``py_executable`` (Ray does so for a driver run
@@ -304,8 +335,8 @@ def _refuse_unsupported(request: JobRequest) -> None:
     """Fields Ray does not honour yet are refused, never ignored.
 
     Raises:
-        InvalidRequestError: ``processes_per_task > 1``; a ``scheduling_timeout`` on a job
-            that is not a TPU gang (the gang's supervisor honours it).
+        InvalidRequestError: ``processes_per_task > 1``; a ``scheduling_timeout`` on a
+            command job (callable jobs and TPU gangs honour it).
     """
     if request.processes_per_task > 1:
         raise InvalidRequestError.for_field(
@@ -314,12 +345,14 @@ def _refuse_unsupported(request: JobRequest) -> None:
             "Ray runs one process per replica; use replicas, or a backend that runs a "
             "multi-process supervisor per task (Iris)",
         )
-    if request.scheduling_timeout is not None and not isinstance(
-        request.resources.device, TpuConfig
+    if request.scheduling_timeout is not None and not (
+        request.entrypoint.is_callable or isinstance(request.resources.device, TpuConfig)
     ):
         raise InvalidRequestError.for_field(
             "JobRequest.scheduling_timeout",
             request.scheduling_timeout,
-            "Ray does not say when a task is placed, so only TPU gangs (whose supervisor "
-            "claims the slices) honour it on Ray; leave it unset for other Ray jobs",
+            "unset for a command job on Ray: Ray's Jobs API reports a job PENDING both while "
+            "it waits for a node and while its runtime env is set up, so Fray cannot tell "
+            "when it is placed; run the command from a callable job (e.g. subprocess.run) "
+            "to bound its wait",
         )
