@@ -5,7 +5,9 @@ Jobs API, a ``head_node`` resource) connected to this process, and nothing left 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -25,3 +27,14 @@ def ray_cluster() -> Iterator[str]:
     with cluster:
         cluster.connect()
         yield cluster.address
+
+
+@pytest.fixture
+def client(cluster: Any) -> Iterator[Any]:
+    """A ``RayClient`` in a namespace of its own on the module's ``cluster`` (a module that
+    starts a cluster of its own shape names it ``cluster``), shut down after the test."""
+    from fray_ray import RayClient
+
+    client = RayClient(namespace=f"t-{secrets.token_hex(4)}", echo_logs=False)
+    yield client
+    client.shutdown()

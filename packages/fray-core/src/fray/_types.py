@@ -406,8 +406,9 @@ class JobRequest(Model):
         scheduling_timeout: Seconds the job may wait to be placed (same forms as
             ``timeout``); a job still waiting then fails, its error saying what it asked
             for and why no node took it. ``None`` (the default): wait as long as it takes
-            (TPU users wait hours for slices). Iris and Ray's TPU gangs honour it; the local
-            and fake backends place every job at once; Ray refuses it for other jobs.
+            (TPU users wait hours for slices). Iris, Ray's callable jobs and Ray's TPU gangs
+            honour it; the local and fake backends place every job at once; Ray refuses it
+            for command jobs.
         isolation: ``"thread"``, ``"process"`` or ``"auto"`` (the local backend runs callables
             in threads unless they need a process: env vars, TPU hosts). Remote backends
             always run jobs in processes.

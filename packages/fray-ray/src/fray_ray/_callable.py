@@ -22,8 +22,9 @@ from typing import Any
 
 from fray import JobRequest, JobStatus
 from fray_ray._book import JobBook
-from fray_ray._convert import is_preemption
+from fray_ray._convert import is_preemption, task_options
 from fray_ray._drive import SPAN, drive_jobs
+from fray_ray._placement import Ask, pending_reason
 from fray_ray._record import RayJob
 from fray_ray._worker import Outcome, outcome_of
 
@@ -65,6 +66,8 @@ class CallableJob(RayJob):
         "env",
         "outcomes",
         "payload",
+        "placing",
+        "reason_read",
         "remote",
         "settled",
         "timer",
@@ -95,6 +98,9 @@ class CallableJob(RayJob):
         self.watched = 0  # the attempt that has completion callbacks
         self.claims = 0  # threads fetching this job's outcomes themselves
         self.timer: threading.Timer | None = None  # ends the attempt at JobRequest.timeout
+        # Fails an attempt not placed within JobRequest.scheduling_timeout.
+        self.placing: threading.Timer | None = None
+        self.reason_read: tuple[float, str | None] | None = None  # pending_reason's last read
         if first is not None:
             self.attempts = 1
             self.started_at = self.submitted_at
@@ -121,9 +127,10 @@ class CallableJob(RayJob):
         # so under the lock and has looked at ``ended`` first.)
         self._lone_ref, self._refs = None, ()
         self.outcomes = _NO_OUTCOMES
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        for timer in (self.timer, self.placing):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.placing = None
         super()._on_end()
 
     def start(self) -> None:
@@ -137,6 +144,8 @@ class CallableJob(RayJob):
             attempt = self.begin_attempt()
             self.outcomes = _NO_OUTCOMES
             count = self.request.replica_count
+            # A job with a scheduling timeout has its replicas say when they start.
+            placing = () if self.request.scheduling_timeout is None else (self._key(attempt),)
             refs: list[Any] = []
             for index in range(count):
                 ctx = (
@@ -147,10 +156,12 @@ class CallableJob(RayJob):
                     book.registry_name,
                     book.echo_logs,
                     self.env,
+                    *placing,
                 )
                 refs.append(self.remote.remote((self.payload, ctx)))
             self.refs = refs
             self._arm_timeout(attempt)
+            self._arm_placing(attempt)
             now = bool(self.callbacks) or book.mirrors
         if attempt > 1:  # a waiter may be waiting for this retry's refs
             book.progress.notify(retry=True)
@@ -183,6 +194,94 @@ class CallableJob(RayJob):
             self.on_timeout(len(refs) - len(self.outcomes))
         cancel_refs(refs)
         self.finish(JobStatus.FAILED)
+
+    # -- placement: JobRequest.scheduling_timeout and JobInfo.pending_reason -----------------
+
+    def _key(self, attempt: int) -> str:
+        """The registry key under which the replicas of ``attempt`` report their start."""
+        return f"{self.job_id}#{attempt}"
+
+    def _arm_placing(self, attempt: int, delay: float | None = None) -> None:
+        """Under ``lock``: checks, ``JobRequest.scheduling_timeout`` seconds after
+        ``attempt`` was submitted (or after ``delay``), that its replicas were placed."""
+        waited = self.request.scheduling_timeout
+        if waited is None:
+            return
+        if self.placing is not None:
+            self.placing.cancel()
+        self.placing = threading.Timer(
+            waited if delay is None else delay, self._check_placed, (attempt,)
+        )
+        self.placing.daemon = True
+        self.placing.start()
+
+    def _unplaced(self) -> tuple[int, int] | None:
+        """``(unplaced replicas, attempt)`` of the current attempt, for a job with a
+        scheduling timeout (its replicas report their start); ``None`` once it is settled."""
+        with self.lock:
+            if self.ended or self.settled == self.attempts:
+                return None
+            attempt, ended = self.attempts, set(self.outcomes)
+        started = self.book.registry.call("placed_replicas", self._key(attempt)) or ()
+        return self.request.replica_count - len(ended.union(started)), attempt
+
+    def _cluster_says(self, waiting_only: bool) -> str | None:
+        """What the cluster has for one replica of this job (see ``fray_ray._placement``)."""
+        try:
+            return pending_reason(Ask.of(task_options(self.request)[0]), waiting_only=waiting_only)
+        except Exception as exc:  # the reason is a courtesy: never fail a job for it
+            logger.debug("reading why job %s waits failed: %s", self.job_id, exc)
+            return None
+
+    def _check_placed(self, attempt: int) -> None:
+        """The scheduling timer of ``attempt``. A replica counts as placed once it runs,
+        or while no request of its shape waits in the cluster (Ray has given it a node and
+        its worker is starting: looked at again a second later). A replica still waiting
+        fails the job (no retry: it would wait as long again) with what it asked for and
+        what the cluster has; the attempt's tasks are cancelled."""
+        found = self._unplaced()
+        if found is None or found[1] != attempt or found[0] <= 0:
+            return
+        unplaced, count = found[0], self.request.replica_count
+        cluster = self._cluster_says(waiting_only=True)
+        with self.lock:
+            if attempt != self.attempts or self.settled == attempt or self.ended:
+                return
+            if cluster is None:  # nothing of its shape waits: its replicas are starting
+                self._arm_placing(attempt, delay=1.0)
+                return
+            self.settled = attempt  # answers arriving from the cancelled tasks change nothing
+            refs = list(self.refs)
+            self.cause = None
+            self.error = self.unplaced_error(
+                f"{unplaced} of {count} replica(s) not placed; {cluster}"
+            )
+        cancel_refs(refs)
+        self.finish(JobStatus.FAILED)
+
+    def pending_reason(self) -> str | None:
+        """Why the current attempt waits for a node, read from the cluster at most once a
+        second; ``None`` once its replicas have started (a job with a scheduling timeout
+        knows; for others, ``None`` unless a request of its shape waits in the cluster)."""
+        if self.done.flag:
+            return None
+        now = time.monotonic()
+        last = self.reason_read
+        if last is not None and now - last[0] < 1.0:
+            return last[1]
+        reason: str | None = None
+        if self.request.scheduling_timeout is None:
+            cluster = self._cluster_says(waiting_only=True)
+            prefix = "a replica may be waiting for a node"
+        else:
+            found = self._unplaced()
+            cluster = None if found is None or found[0] <= 0 else self._cluster_says(False)
+            prefix = f"{found[0] if found else 0} replica(s) waiting for a node"
+        if cluster is not None:
+            ask = Ask.of(task_options(self.request)[0]).describe()
+            reason = f"{prefix}: each asks for {ask}; {cluster}"
+        self.reason_read = (now, reason)
+        return reason
 
     def add_done_callback(self, callback: Callable[[], None]) -> bool:
         if not super().add_done_callback(callback):

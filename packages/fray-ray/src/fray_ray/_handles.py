@@ -65,6 +65,17 @@ class RayJobHandle(BaseJobHandle):
     def _children(self) -> Sequence[str]:
         return self._job.book.children_of(self._job.job_id)
 
+    def info(self) -> JobInfo:
+        """The record's snapshot; while a callable job's replica waits for a node, with
+        why (``JobInfo.pending_reason``, read from the cluster at most once a second)."""
+        info = super().info()
+        job = self._job
+        if type(job) is CallableJob and not info.status.is_finished:
+            reason = job.pending_reason()
+            if reason is not None:
+                return info.model_copy(update={"pending_reason": reason})
+        return info
+
     @staticmethod
     def wait_many(handles: list[Any], timeout: float | None) -> list[int] | None:
         """For ``fray.wait_all``: fetches outcomes in the calling thread, batched, until all

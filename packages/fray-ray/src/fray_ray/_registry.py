@@ -30,6 +30,7 @@ logger = logging.getLogger("fray.ray")
 REGISTRY_NAMESPACE = "fray-internal"
 
 _MAX_LINES = 100_000  # per job; older lines are dropped first
+_MAX_PLACED = 10_000  # attempts whose placed replicas are kept; the oldest go first
 _FINISHED = ("succeeded", "failed", "stopped")
 _FINAL_FIELDS = ("status", "finished_at", "error", "exit_code")
 
@@ -50,6 +51,8 @@ class JobRegistry:
         self._results: dict[str, Any] = {}
         self._stops: set[str] = set()
         self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
+        # Replicas that started, by attempt key (jobs with a scheduling_timeout only).
+        self._placed: collections.OrderedDict[str, set[int]] = collections.OrderedDict()
 
     def ping(self) -> bool:
         return True
@@ -147,6 +150,18 @@ class JobRegistry:
             if job_id in self._results:
                 return True, self._results[job_id]
             return False, None
+
+    def placed(self, key: str, index: int) -> None:
+        """Replica ``index`` of the attempt ``key`` (``job_id#attempt``) started on a node."""
+        with self._lock:
+            self._placed.setdefault(key, set()).add(index)
+            if len(self._placed) > _MAX_PLACED:
+                self._placed.popitem(last=False)
+
+    def placed_replicas(self, key: str) -> list[int]:
+        """The replicas of the attempt ``key`` that started so far."""
+        with self._lock:
+            return sorted(self._placed.get(key, ()))
 
     def request_stop(self, job_ids: list[str]) -> None:
         """Marks jobs as to be stopped; their owners see it on their next check."""

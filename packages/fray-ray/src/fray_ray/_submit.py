@@ -20,6 +20,7 @@ from fray_ray._convert import HEAD_NODE_RESOURCE, RAY, task_options
 from fray_ray._environ import current_job
 from fray_ray._handles import RayJobHandle
 from fray_ray._host import LIFETIME_GROUP, host_class
+from fray_ray._placement import Ask, ClusterView, autoscaler_note, cluster_view
 from fray_ray._record import RayJob
 from fray_ray._worker import ClientFor, bound, job_token, runner
 
@@ -143,6 +144,7 @@ class Launcher:
         self.bound_functions = 0  # exported job functions (see Prepared.bound)
         self._prepared: dict[int, Prepared] = {}
         self._resources: dict[str, float] | None = None
+        self._view: ClusterView | None = None  # the nodes as last read (check_placeable)
 
     def submit(self, request: Any) -> Any:
         """Starts a job; its handle (a TPU job's is fray-tpu's)."""
@@ -167,6 +169,7 @@ class Launcher:
     def _submit_command(self, request: JobRequest, parent: str | None) -> RayJobHandle:
         job_id = new_job_id(request.name, parent)
         options = submit_options(request, job_id, self.book.namespace)
+        self.check_placeable(options)
         job = CommandJob(self.book, job_id, request, parent, options)
         self.book.jobs_api()
         self._start(job)
@@ -184,8 +187,10 @@ class Launcher:
         """Starts the first attempt of a resubmitted single-replica request through its
         exported function (no task arguments); ``None`` where that does not apply."""
         book = self.book
-        if book.mirrors or request.replicas != 1:
-            return None  # nested jobs are recorded before they start; replicas need an index
+        if book.mirrors or request.replicas != 1 or request.scheduling_timeout is not None:
+            # Nested jobs are recorded before they start; replicas need an index; a job with
+            # a scheduling timeout has its replicas report their start under their attempt.
+            return None
         found = prepared.bound(self, parent)
         if found is None:
             return None
@@ -218,6 +223,7 @@ class Launcher:
         options, env = task_options(request)
         if "pip" in options.get("runtime_env", {}):
             self._check_pip_applies()
+        self.check_placeable(options)
         entry = request.entrypoint
         try:
             payload = cloudpickle.dumps((entry.callable, entry.args, entry.kwargs))
@@ -233,6 +239,31 @@ class Launcher:
                 self._prepared.pop(next(iter(self._prepared)))
             self._prepared[key] = prepared
         return prepared
+
+    def check_placeable(self, options: dict[str, Any]) -> None:
+        """Refuses a request no node of the cluster could ever take, on a cluster that
+        cannot grow: it would wait forever. Compared with the nodes as last read (read again
+        only when none fits: once per client for requests that fit), so a request that fits
+        costs a few dict lookups, once per request object.
+
+        Raises:
+            InvalidRequestError: No node, alive or dead, has the resources and labels one
+                replica asks for, and no autoscaler may add one.
+        """
+        ask = Ask.of(options)
+        view = self._view
+        if view is not None and view.fits_some_node(ask):
+            return
+        view = self._view = cluster_view()
+        if view.fits_some_node(ask) or autoscaler_note() is not None:
+            return
+        raise InvalidRequestError.for_field(
+            "JobRequest.resources",
+            ask.describe(),
+            f"no node of this Ray cluster could ever take a replica ({view.shortfall(ask)}) "
+            "and the cluster has no autoscaler to add one; ask for what a node has, or add "
+            "a node that has it",
+        )
 
     def _check_pip_applies(self) -> None:
         """A Ray job whose runtime env sets ``py_executable`` (Ray does so for a driver run

@@ -16,6 +16,7 @@ streaming once it holds a line.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -132,6 +133,15 @@ def _flush_loop() -> None:
                 registries.pop(key, None)
 
 
+def _report_placed(registry: str, key: str, index: int) -> None:
+    """Tells the driver's registry that replica ``index`` of attempt ``key`` started (not
+    waited for: the replica's own work goes on at once)."""
+    import ray
+
+    with contextlib.suppress(Exception):  # the driver went away: nobody waits to know
+        ray.get_actor(registry, namespace=REGISTRY_NAMESPACE).placed.remote(key, index)
+
+
 def job_token(task_id: bytes, salt: int) -> str:
     """The random part of a job id taken from the Ray task that runs its first attempt:
     the task id's leading (hashed, unique) bytes mixed with a per-function salt, so ids do
@@ -193,9 +203,9 @@ def runner(client_for: ClientFor) -> Callable[[tuple[bytes, tuple[Any, ...]]], A
 
     It runs one replica and returns its value, or an :class:`Outcome` where it printed or
     failed. Its payload is ``(cloudpickle.dumps((fn, args, kwargs)), (job_id, index, count,
-    namespace, registry, echo, env))``: bytes and plain values only, pickled once per job
-    by the client. Ray serialises such an argument several times faster than a function
-    and a dataclass.
+    namespace, registry, echo, env[, placed_key]))``: bytes and plain values only, pickled
+    once per job by the client (``placed_key`` only for a job with a scheduling timeout).
+    Ray serialises such an argument several times faster than a function and a dataclass.
     """
 
     def execute(payload: tuple[bytes, tuple[Any, ...]]) -> Any:
@@ -220,7 +230,10 @@ def _run(
     registry: str,
     echo: bool,
     env: tuple[tuple[str, str], ...],
+    placed_key: str | None = None,
 ) -> Any:
+    if placed_key is not None:  # the job has a scheduling_timeout: say this replica started
+        _report_placed(registry, placed_key, index)
     client = client_for(namespace, registry)  # one per worker process
     environ = job_env
     # The job's identity, then the device defaults (e.g. JAX_PLATFORMS=cpu, which the

@@ -230,9 +230,13 @@ RAY = Capabilities(
         ),
         Limit(
             "scheduling_timeout",
-            "unset unless the job is a TPU gang: Ray does not say when a task is placed, so "
-            "only TPU gangs (whose supervisor claims the slices) honour it on Ray",
-            lambda r: r.scheduling_timeout is not None and not _is_tpu(r),
+            "unset for a command job on Ray: Ray's Jobs API reports a job PENDING both while "
+            "it waits for a node and while its runtime env is set up, so Fray cannot tell "
+            "when it is placed; run the command from a callable job (e.g. subprocess.run) "
+            "to bound its wait",
+            lambda r: (
+                r.scheduling_timeout is not None and not (r.entrypoint.is_callable or _is_tpu(r))
+            ),
         ),
     ],
 )

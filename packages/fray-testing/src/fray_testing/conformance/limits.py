@@ -65,5 +65,5 @@ def requests_at_the_limits() -> list[JobRequest]:
         _command(ResourceConfig(regions=("us-central1",))),
         _command(ResourceConfig(zone="us-central1-a")),
         _command(ResourceConfig.with_gpu("H100", device_alternatives=("H200",))),
-        _job(scheduling_timeout=60.0),
+        _command(scheduling_timeout=60.0),
     ]

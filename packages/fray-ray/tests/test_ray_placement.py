@@ -1,0 +1,176 @@
+"""Placement on a real local Ray: ``JobRequest.scheduling_timeout``, ``JobInfo.pending_reason``
+and requests no node could ever take.
+
+The cluster: a head node (1 CPU, ``head_node`` resource) and a worker node with 3 CPUs in
+region ``test-east1``; no dashboard, no autoscaler. A job that asks for 3 CPUs fits only the
+worker, so a 3-CPU blocker makes the next one wait for it.
+"""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fray import Entrypoint, GpuConfig, JobHandle, JobRequest, JobStatus, ResourceConfig
+from fray.errors import InvalidRequestError, JobFailedError
+from fray_ray import RayClient
+
+ray = pytest.importorskip("ray")
+from fray_testing.ray_cluster import LocalRayCluster  # noqa: E402
+
+REGION = "test-east1"
+SMALL = {"ram": "64m"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalRayCluster]:
+    # Workers import this module: pytest put its folder on sys.path, which the nodes get.
+    with LocalRayCluster(head_cpus=1, head_resources={"head_node": 1}, system_config={}) as c:
+        c.add_node(num_cpus=3, labels={"ray.io/availability-region": REGION})
+        c.connect()
+        yield c
+
+
+def sleep_for(seconds: float) -> str:
+    time.sleep(seconds)
+    return "slept"
+
+
+def job(name: str, seconds: float = 0, **fields: Any) -> JobRequest:
+    resources = {**SMALL, **fields.pop("resources", {})}
+    return JobRequest(
+        name=name,
+        entrypoint=Entrypoint.from_callable(sleep_for, args=(seconds,)),
+        resources=ResourceConfig(**resources),
+        **fields,
+    )
+
+
+def blocker(client: RayClient) -> JobHandle:
+    """A job holding the worker's 3 CPUs until it is stopped."""
+    handle = client.submit(job("blocker", 600, resources={"cpu": 3}))
+    # It holds the worker once Ray shows no 3-CPU node with anything free.
+    deadline = time.monotonic() + 60
+    while any(node.get("CPU", 0) >= 3 for node in _available_per_node()):
+        assert time.monotonic() < deadline, "the blocker never took the worker's CPUs"
+        assert not handle.status().is_finished, handle.info()
+        time.sleep(0.1)  # polls the cluster's state
+    return handle
+
+
+def _available_per_node() -> list[dict[str, float]]:
+    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]
+    from ray.autoscaler.v2.sdk import get_cluster_resource_state
+
+    state = get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
+    return [dict(node.available_resources) for node in state.node_states]
+
+
+def waiting_reason(handle: JobHandle, within: float = 60) -> str:
+    """The job's pending reason, once it has one (read at most once a second)."""
+    deadline = time.monotonic() + within
+    while (reason := handle.info().pending_reason) is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # polls the job's info
+    assert reason is not None, f"no pending reason within {within}s: {handle.info()}"
+    return reason
+
+
+@pytest.mark.parametrize(
+    ("resources", "says"),
+    [
+        ({"cpu": 64}, "the most any of its 2 node(s) has: CPU=3"),
+        ({"ram": "4096g"}, "memory="),
+        ({"device": GpuConfig(variant="H100")}, "no node offers GPU, accelerator_type:H100"),
+        ({"regions": ["nowhere"]}, "no node has the label ray.io/availability-region=in(nowhere)"),
+    ],
+)
+def test_a_callable_no_node_could_ever_take_is_refused_at_submit(
+    client: RayClient, resources: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        client.submit(job("too-big", resources=resources))
+    assert caught.value.field == "JobRequest.resources"
+    message = str(caught.value)
+    assert says in message
+    assert "no autoscaler" in message
+
+
+def test_a_command_no_node_could_ever_take_is_refused_at_submit(client: RayClient) -> None:
+    request = JobRequest(
+        name="too-big-command",
+        entrypoint=Entrypoint.from_command(sys.executable, "-c", "print(1)"),
+        resources=ResourceConfig(cpu=64, **SMALL),
+    )
+    with pytest.raises(InvalidRequestError, match=r"CPU=64.*no autoscaler") as caught:
+        client.submit(request)
+    assert caught.value.field == "JobRequest.resources"
+
+
+def test_a_command_job_refuses_a_scheduling_timeout_naming_it(client: RayClient) -> None:
+    request = JobRequest(
+        name="command-timeout",
+        entrypoint=Entrypoint.from_command(sys.executable, "-c", "print(1)"),
+        resources=ResourceConfig(**SMALL),
+        scheduling_timeout=5,
+    )
+    with pytest.raises(InvalidRequestError, match="Jobs API") as caught:
+        client.submit(request)
+    assert caught.value.field == "JobRequest.scheduling_timeout"
+
+
+def test_a_job_placed_at_once_outlives_its_scheduling_timeout(client: RayClient) -> None:
+    handle = client.submit(job("placed", 3, scheduling_timeout=1))
+    assert handle.result(timeout=120) == "slept"
+    assert handle.info().pending_reason is None
+
+
+def test_a_job_waiting_for_a_busy_node_fails_at_its_scheduling_timeout_saying_why(
+    client: RayClient,
+) -> None:
+    hold = blocker(client)
+    try:
+        handle = client.submit(job("waits", resources={"cpu": 3}, scheduling_timeout=2))
+        with pytest.raises(JobFailedError) as caught:
+            handle.wait(timeout=120)
+    finally:
+        hold.terminate()
+    message = str(caught.value)
+    assert "not placed within scheduling_timeout=2s" in message
+    assert "each of its 1 replica(s) asks for cpu=3" in message
+    assert "1 of 1 replica(s) not placed; the 1 node(s) that could take it are busy" in message
+    assert handle.status() is JobStatus.FAILED
+    assert handle.info().pending_reason is None
+
+
+def reason_behind_blocker(client: RayClient, request: JobRequest) -> tuple[JobHandle, str]:
+    """Submits ``request`` while a blocker holds the worker; its pending reason, once it
+    has one (the blocker is then stopped, so the job can run)."""
+    hold = blocker(client)
+    try:
+        handle = client.submit(request)
+        return handle, waiting_reason(handle)
+    finally:
+        hold.terminate()
+
+
+def test_a_waiting_job_says_why_then_runs_once_the_node_is_free(client: RayClient) -> None:
+    request = job("patient", resources={"cpu": 3}, scheduling_timeout=600)
+    handle, reason = reason_behind_blocker(client, request)
+    assert reason.startswith("1 replica(s) waiting for a node: each asks for CPU=3, memory=")
+    assert "the 1 node(s) that could take it are busy (free: CPU=0" in reason
+    assert handle.result(timeout=120) == "slept"
+    assert handle.info().pending_reason is None
+
+
+def test_a_job_without_a_scheduling_timeout_says_why_it_may_wait(client: RayClient) -> None:
+    handle, reason = reason_behind_blocker(client, job("unbounded", resources={"cpu": 3}))
+    assert reason.startswith("a replica may be waiting for a node: each asks for CPU=3")
+    assert "busy" in reason
+    assert handle.result(timeout=120) == "slept"
