@@ -8,17 +8,15 @@ kills a TPU host and adds a replacement slice.
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fray_testing.ray_cluster import LocalRayCluster
 from fray_tpu.ray import launch_on_pod
+from tpu_gang_support import record_and_wait, wait_for_files
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -33,37 +31,6 @@ def cluster() -> Iterator[LocalRayCluster]:
         c.add_tpu_slice("v4-16", name="slice-b")
         c.connect(namespace="fray-tpu-faults")
         yield c
-
-
-def record_and_wait(workdir: str) -> dict[str, Any]:
-    """Writes this host's env, then waits for the test's release file."""
-    env = {
-        key: os.environ.get(key)
-        for key in (
-            "TPU_NAME",
-            "TPU_WORKER_ID",
-            "MEGASCALE_SLICE_ID",
-            "MEGASCALE_NUM_SLICES",
-            "MEGASCALE_COORDINATOR_ADDRESS",
-            "FRAY_TASK_INDEX",
-        )
-    }
-    with open(os.path.join(workdir, "records.jsonl"), "a") as out:
-        out.write(json.dumps(env) + "\n")
-    Path(workdir, f"started-{env['TPU_NAME']}-{env['TPU_WORKER_ID']}").touch()
-    deadline = time.monotonic() + 150
-    while not os.path.exists(os.path.join(workdir, "release")):
-        if time.monotonic() > deadline:
-            raise RuntimeError("never released")
-        time.sleep(0.05)
-    return env
-
-
-def _wait_for_files(directory: Path, pattern: str, count: int, timeout: float = 150) -> None:
-    deadline = time.monotonic() + timeout
-    while len(list(directory.glob(pattern))) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} {pattern} in {timeout}s"
-        time.sleep(0.05)
 
 
 def test_supervisor_survives_the_loss_of_its_node(cluster: LocalRayCluster, tmp_path: Path) -> None:
@@ -82,7 +49,7 @@ def test_supervisor_survives_the_loss_of_its_node(cluster: LocalRayCluster, tmp_
         supervisor_options={"scheduling_strategy": on_spare},
         **FAST,
     )
-    _wait_for_files(tmp_path, "started-*", 2)
+    wait_for_files(tmp_path, "started-*", 2)
     cluster.kill_node(spare, preemption=True)
     # Ray re-runs the supervisor elsewhere; it counts the lost attempt and claims again.
     assert handle.wait_for_attempt(2, timeout=150)
@@ -106,7 +73,7 @@ def test_host_killed_mid_run_is_a_preemption_and_reruns_with_fresh_megascale(
         max_retries_failure=0,
         **FAST,
     )
-    _wait_for_files(tmp_path, "started-*", 4)
+    wait_for_files(tmp_path, "started-*", 4)
     first = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert {(r["TPU_NAME"], r["MEGASCALE_SLICE_ID"]) for r in first} == {
         ("slice-a", "0"),

@@ -50,7 +50,8 @@ def fake_tpu_ray_cluster() -> Iterator[Any]:
     A head node (4 CPUs, ``{"head_node": 1}``) and two fake v4-16 slices, ``slice-a`` and
     ``slice-b``, of two hosts each. Kill a host mid-run with
     ``cluster.kill_node(cluster.slices["slice-a"][1])`` (put such tests last in the
-    module, or use a cluster of their own: the host stays dead).
+    module, or use a cluster of their own: the host stays dead until
+    ``cluster.restore_tpu_host("slice-a", 1)`` brings it back as a new node).
     """
     pytest.importorskip("ray", reason="fake TPU clusters need fray-testing[ray]")
     from fray_testing.ray_cluster import LocalRayCluster

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,18 @@ def _free_port() -> int:
 
 
 _NODE_TAG = "FRAY_TESTING_RAY_NODE_TAG"
+
+
+@dataclass(frozen=True)
+class _FakeHost:
+    """How every host of one fake TPU slice is started."""
+
+    tpu_type: str
+    vm_count: int
+    chips_per_vm: int
+    num_cpus: float
+    memory: int
+    env: dict[str, str]
 
 
 class LeftoverProcessesError(RuntimeError):
@@ -132,7 +145,9 @@ class LocalRayCluster:
         self._saved_env: dict[str, str | None] = {}
         self._tracked: dict[int, psutil.Process] = {}
         self.slices: dict[str, list[Node]] = {}
-        """Fake TPU slices added so far: name -> nodes, index = TPU worker id."""
+        """Fake TPU slices added so far: name -> nodes, index = TPU worker id (the latest
+        node of each host: :meth:`restore_tpu_host` replaces a killed one)."""
+        self._slice_hosts: dict[str, _FakeHost] = {}  # slice name -> how its hosts start
         self._slice_counter = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -312,30 +327,77 @@ class LocalRayCluster:
             name = f"fake-{topology.name}-{self._slice_counter}"
         if name in self.slices:
             raise ValueError(f"a slice named {name!r} was already added")
-        hint = _TOPOLOGY_HINTS.get(topology.name)
-        nodes: list[Node] = []
+        fake = _FakeHost(
+            topology.name,
+            topology.vm_count,
+            topology.chips_per_vm,
+            num_cpus,
+            memory,
+            dict(env or {}),
+        )
         # Start every host first and wait for them together: a raylet takes seconds to come up.
-        for worker in range(topology.vm_count):
-            host_env = {
-                "TPU_NAME": name,
-                "TPU_WORKER_ID": str(worker),
-                "TPU_ACCELERATOR_TYPE": topology.name,
-                **({"TPU_TOPOLOGY": hint} if hint else {}),
-                **(env or {}),
-            }
-            nodes.append(
-                self.add_node(
-                    num_cpus=num_cpus,
-                    resources={"TPU": topology.chips_per_vm},
-                    env=host_env,
-                    memory=memory,
-                    wait=False,
-                )
-            )
+        nodes = [self._start_tpu_host(name, fake, worker) for worker in range(fake.vm_count)]
         for node in nodes:
             self._cluster._wait_for_node(node, timeout=60)
+        self._slice_hosts[name] = fake
         self.slices[name] = nodes
         return nodes
+
+    def restore_tpu_host(self, slice_name: str, worker_id: int) -> Node:
+        """Brings a killed host of a fake slice back as a new node, as a preempted TPU VM
+        returns: a new Ray node (new node id) with the same ``TPU_NAME`` and
+        ``TPU_WORKER_ID``, so the same slice resources and ``ray.io/tpu-*`` labels.
+
+        Args:
+            slice_name: A slice from :meth:`add_tpu_slice`.
+            worker_id: The TPU worker id of a host of that slice killed with
+                :meth:`kill_node`.
+
+        Returns:
+            The new node, now also ``slices[slice_name][worker_id]``; it is up in GCS.
+
+        Raises:
+            ValueError: ``slice_name`` was never added, ``worker_id`` is not one of its
+                hosts, or that host is still alive.
+        """
+        cluster = self._require()
+        fake = self._slice_hosts.get(slice_name)
+        if fake is None:
+            known = ", ".join(sorted(self._slice_hosts)) or "none"
+            raise ValueError(f"slice_name {slice_name!r} is not a fake slice here (added: {known})")
+        if isinstance(worker_id, bool) or not isinstance(worker_id, int):
+            raise ValueError(f"worker_id must be an int, got {worker_id!r}")
+        if not 0 <= worker_id < fake.vm_count:
+            raise ValueError(
+                f"worker_id {worker_id} is not a host of {slice_name!r} ({fake.tpu_type} has "
+                f"worker ids 0..{fake.vm_count - 1})"
+            )
+        if self.slices[slice_name][worker_id] in self.alive_nodes():
+            raise ValueError(
+                f"worker_id {worker_id} of {slice_name!r} is still alive; kill_node it first"
+            )
+        node = self._start_tpu_host(slice_name, fake, worker_id)
+        cluster._wait_for_node(node, timeout=60)
+        self.slices[slice_name][worker_id] = node
+        return node
+
+    def _start_tpu_host(self, name: str, fake: _FakeHost, worker: int) -> Node:
+        """Starts (without waiting for it) worker ``worker`` of fake slice ``name``."""
+        hint = _TOPOLOGY_HINTS.get(fake.tpu_type)
+        host_env = {
+            "TPU_NAME": name,
+            "TPU_WORKER_ID": str(worker),
+            "TPU_ACCELERATOR_TYPE": fake.tpu_type,
+            **({"TPU_TOPOLOGY": hint} if hint else {}),
+            **fake.env,
+        }
+        return self.add_node(
+            num_cpus=fake.num_cpus,
+            resources={"TPU": fake.chips_per_vm},
+            env=host_env,
+            memory=fake.memory,
+            wait=False,
+        )
 
     def node_id(self, node: Node) -> str:
         """The node's Ray id (hex), as ``ray.get_runtime_context().get_node_id()`` says."""

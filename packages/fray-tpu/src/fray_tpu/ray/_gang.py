@@ -167,11 +167,34 @@ def _available_per_node() -> dict[str, dict[str, float]] | None:
         return None
 
 
+def _node_start_times() -> dict[str, int]:
+    """When GCS registered each node (ms since the epoch), by hex id; empty if Ray cannot say.
+
+    ``ray.nodes()`` does not carry it; the GCS client does (a private API, read only here).
+    """
+    try:
+        from ray._private.worker import global_worker
+
+        gcs: Any = getattr(global_worker, "gcs_client")  # noqa: B009 (untyped in Ray)
+        infos = gcs.get_all_node_info()
+        return {node_id.hex(): int(info.start_time_ms) for node_id, info in infos.items()}
+    except Exception:
+        return {}
+
+
 def discover_slices(topology: TpuTopology) -> dict[str, SliceView]:
-    """Live slices of ``topology``'s type, from the nodes' labels."""
-    slices: dict[str, SliceView] = {}
+    """Live slices of ``topology``'s type, from the nodes' labels.
+
+    A preempted VM that comes back is a new Ray node with the same slice name and worker id,
+    and GCS may list the old node as alive for a while yet (until its health checks fail).
+    A worker id can be one VM only, so when two live nodes claim it, the one GCS registered
+    last is the VM and the other is ignored, its resources too (they stay held by the host
+    actor that died with it). If Ray cannot say which came last, the slice counts as in use
+    until GCS has declared the old node dead.
+    """
     available = _available_per_node() or {}
     head_key = f"TPU-{topology.name}-head"
+    claims: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for node in ray.nodes():
         if not node.get("Alive"):
             continue
@@ -187,7 +210,15 @@ def discover_slices(topology: TpuTopology) -> dict[str, SliceView]:
             worker_id = int(worker)
         except ValueError:
             continue
+        claims.setdefault((name, worker_id), []).append(node)
+    started = _node_start_times() if any(len(c) > 1 for c in claims.values()) else {}
+    slices: dict[str, SliceView] = {}
+    for (name, worker_id), nodes in sorted(claims.items()):
         view = slices.setdefault(name, SliceView(name, topology.name))
+        ids = [node["NodeID"] for node in nodes]
+        if len(nodes) > 1 and not all(i in started for i in ids):
+            view.free = False  # which node is the VM now is unknown until GCS settles it
+        node = max(nodes, key=lambda n: started.get(n["NodeID"], 0))
         view.hosts[worker_id] = {"node_id": node["NodeID"], "ip": node.get("NodeManagerAddress")}
         node_free = available.get(node["NodeID"])
         if node_free is not None:
