@@ -176,17 +176,20 @@ def test_a_command_past_its_timeout_is_stopped_and_fails_not_preempted(client: R
     assert (info.failures, info.preemptions) == (1, 0)
 
 
-def test_a_tpu_job_no_node_can_take_fails_at_its_scheduling_timeout(client: RayClient) -> None:
-    job = client.submit(
-        JobRequest(
-            name="no-such-slice",
-            entrypoint=Entrypoint.from_callable(node_id),
-            resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
-            scheduling_timeout=2,
+def test_a_tpu_job_no_node_can_take_is_refused_at_once(client: RayClient) -> None:
+    """No node offers a v4-8 slice and this cluster has no autoscaler: waiting (for the
+    scheduling timeout, or forever without one) could only end in failure."""
+    with pytest.raises(InvalidRequestError) as caught:
+        client.submit(
+            JobRequest(
+                name="no-such-slice",
+                entrypoint=Entrypoint.from_callable(node_id),
+                resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
+            )
         )
-    )
-    with pytest.raises(JobFailedError, match=r"could not schedule the TPU gang within 2s"):
-        job.wait(timeout=120)
+    assert caught.value.field == "JobRequest.resources"
+    assert "no node offers TPU-v4-8-head" in str(caught.value)
+    assert "no autoscaler" in str(caught.value)
 
 
 def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):

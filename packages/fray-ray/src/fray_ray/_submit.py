@@ -293,6 +293,9 @@ class Launcher:
                 "TPU jobs on Ray need fray-tpu's gang orchestration (fray_tpu.ray); "
                 f'install it with: pip install "fray-tpu[ray]" ({exc})'
             ) from exc
+        # A gang needs slices of its type: a cluster that has none and cannot grow never will.
+        variant = request.resources.device.variant
+        self.check_placeable({"resources": {f"TPU-{variant}-head": 1}})
         handle = submit_tpu_job(request, job_id=job_id)
         book = self.book
         with book.lock:

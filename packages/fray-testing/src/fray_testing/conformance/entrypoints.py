@@ -69,6 +69,12 @@ def make_point(x: int, y: int) -> Point:
     return Point(x, y)
 
 
+def sleep_then_return(seconds: float, value: Any) -> Any:
+    """Works (sleeps) for ``seconds``, then returns ``value``."""
+    time.sleep(seconds)
+    return value
+
+
 def return_none() -> None:
     """Returns nothing."""
 

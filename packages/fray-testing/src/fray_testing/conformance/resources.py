@@ -80,6 +80,19 @@ class ResourceValidationTests(ConformanceTests):
         request = self.request(ep.add, 2, 2, resources=ResourceConfig(preemptible=False))
         assert client.submit(request).wait(timeout=self.timeout) is JobStatus.SUCCEEDED
 
+    def test_a_placeable_job_with_a_scheduling_timeout_runs(self, client: Client) -> None:
+        """``scheduling_timeout`` bounds only the wait for a place: a job placed at once
+        runs to the end, however long that takes beyond the timeout."""
+        self.require("runs_user_code")
+        request = self.request(ep.sleep_then_return, 4, "placed", scheduling_timeout=3)
+        assert client.submit(request).result(timeout=self.timeout) == "placed"
+        assert (
+            client.submit(self.request(ep.add, 1, 2, scheduling_timeout=60)).result(
+                timeout=self.timeout
+            )
+            == 3
+        )
+
     def test_env_vars_reach_the_job(self, client: Client) -> None:
         self.require("runs_user_code", "applies_env_vars")
         request = self.request(
