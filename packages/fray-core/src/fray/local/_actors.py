@@ -54,15 +54,19 @@ class _Mailbox:
         # Every blocking call on an idle actor takes this path; it is kept to one frame: the
         # claim, one context-variable set binding the actor, the method (``invoke``'s lines,
         # written out: a frame more costs as much as the binding). The claim takes the
-        # condition's own lock, not the condition: its ``with`` is a C call, the condition's
-        # two Python ones.
+        # condition's own lock, not the condition (whose ``with`` is two Python calls), with
+        # acquire and release around a ``try``: as safe as ``with`` and a tenth of the call
+        # cheaper here.
         lock = self._lock
-        with lock:
+        lock.acquire()
+        try:
             if self._closed:
                 raise self._actor.died_error()
             inline = self._active < self._limit and not self._queue
             if inline:
                 self._active += 1
+        finally:
+            lock.release()
         if not inline:
             return self.submit(method, args, kwargs).result()
         actor = self._actor
