@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import pickle
 import queue
 import threading
@@ -328,3 +329,62 @@ def test_wait_all_on_actor_futures_returns_results_in_order(client: fray.LocalCl
         raise_on_failure=False,
     )
     assert isinstance(outcomes[0], ValueError) and outcomes[1] == 2
+
+
+class Binder:
+    """Reports what ``current_client()`` and ``current_actor()`` answer inside its methods."""
+
+    def seen(self) -> tuple[Any, str]:
+        return current_client(), current_actor().group_name
+
+    def seen_with(self, other: Any) -> tuple[Any, str]:
+        with fray.set_current_client(other):
+            return current_client(), current_actor().group_name
+
+    def seen_in_a_copied_context(self) -> tuple[Any, str]:
+        # A thread started with a copy of the method's context (what asyncio.to_thread does).
+        context = contextvars.copy_context()
+        found: list[tuple[Any, str]] = []
+        thread = threading.Thread(target=lambda: found.append(context.run(self.seen)))
+        thread.start()
+        thread.join()
+        return found[0]
+
+    def through(self, inner: Any) -> tuple[tuple[Any, str], tuple[Any, str]]:
+        return inner.seen(), self.seen()
+
+
+def test_a_blocking_call_binds_the_actor_and_its_client_and_restores_the_callers(
+    client: LocalClient,
+) -> None:
+    actor = client.create_actor(Binder, name="binder")
+    other = LocalClient()
+    try:
+        with fray.set_current_client(other):
+            assert actor.seen() == (client, "binder")
+            assert current_client() is other
+        with pytest.raises(RuntimeError, match="outside an actor"):
+            current_actor()
+    finally:
+        other.shutdown()
+
+
+def test_a_client_set_inside_a_method_wins_and_the_actor_stays(client: LocalClient) -> None:
+    actor = client.create_actor(Binder, name="binder")
+    other = LocalClient()
+    try:
+        assert actor.seen_with(other) == (other, "binder")
+        assert actor.seen() == (client, "binder")
+    finally:
+        other.shutdown()
+
+
+def test_a_context_copied_inside_a_method_carries_the_actor(client: LocalClient) -> None:
+    actor = client.create_actor(Binder, name="binder")
+    assert actor.seen_in_a_copied_context() == (client, "binder")
+
+
+def test_an_actor_calling_another_sees_itself_again_after(client: LocalClient) -> None:
+    outer = client.create_actor(Binder, name="outer")
+    inner = client.create_actor(Binder, name="inner")
+    assert outer.through(inner) == ((client, "inner"), (client, "outer"))

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from fray._bound import bound
 
 __all__ = ["ActorContext", "HostedActor", "ShutdownEvent", "current_actor", "restart_allowed"]
 
@@ -113,18 +114,13 @@ class HostedActor:
         return f"HostedActor({self.handle!r}, {state})"
 
 
-_current: contextvars.ContextVar[ActorContext | None] = contextvars.ContextVar(
-    "fray_current_actor", default=None
-)
-
-
 def current_actor() -> ActorContext:
     """The actor whose ``__init__`` or method is running in this thread.
 
     Raises:
         RuntimeError: Called outside an actor.
     """
-    ctx = _current.get()
+    ctx = bound.get()[1]
     if ctx is None:
         raise RuntimeError("current_actor() was called outside an actor's __init__ or method")
     return ctx

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import importlib
 import os
@@ -13,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl
 
+from fray._bound import bind_client, bound
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import BackendUnavailableError, InvalidRequestError
 
@@ -207,7 +207,6 @@ def client_from_spec(spec: str | ClientSpec) -> Any:
 # ---------------------------------------------------------------------------------------------
 # The current client
 
-_explicit: contextvars.ContextVar[Any] = contextvars.ContextVar("fray_current_client", default=None)
 _defaults: dict[str, Any] = {}
 _defaults_lock = threading.Lock()
 
@@ -218,11 +217,11 @@ def set_current_client(client: Any) -> Iterator[Any]:
 
     The previous choice comes back on exit, also when the block raises.
     """
-    token = _explicit.set(client)
+    token = bind_client(client)
     try:
         yield client
     finally:
-        _explicit.reset(token)
+        bound.reset(token)
 
 
 def _shared(key: str, build: Callable[[], Any]) -> Any:
@@ -264,7 +263,7 @@ def _iris_scope_client() -> Any:
 
 
 def _resolve() -> tuple[Any, str]:
-    explicit = _explicit.get()
+    explicit = bound.get()[0]
     if explicit is not None:
         return explicit, "set explicitly with set_current_client()"
     spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextvars
 
 from fray._actor import ActorContext, HostedActor, current_actor
+from fray._bound import Bound
 from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod
 from fray.backend import bind_actor, unbind_actor
 from fray.errors import ActorUnavailableError
@@ -24,14 +25,14 @@ __all__ = [
 
 def _set_current_actor(  # pyright: ignore[reportUnusedFunction]
     context: ActorContext,
-) -> contextvars.Token[ActorContext | None]:
+) -> contextvars.Token[Bound]:
     """Makes ``current_actor()`` return ``context`` here; undo with
     :func:`_reset_current_actor` (for tests that run actor code outside an actor)."""
     return bind_actor(context)
 
 
 def _reset_current_actor(  # pyright: ignore[reportUnusedFunction]
-    token: contextvars.Token[ActorContext | None],
+    token: contextvars.Token[Bound],
 ) -> None:
     """Undoes :func:`_set_current_actor`."""
     unbind_actor(token)

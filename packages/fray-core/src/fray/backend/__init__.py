@@ -23,7 +23,7 @@ A backend is a client class plus the few hooks only it can write::
                        own check, its README, and FakeClient/LocalClient(target=...)
     JobHistory         the jobs a client answers for (unfinished + the last N finished)
     job_id_part        a job's name as part of its id ('/' escaped: it separates children)
-    bind_client, bind_actor, binding
+    bind_client, bind_actor, bind_actor_call, binding
                        what current_client() / current_actor() answer inside user code
     LogBuffer, route_output, restore_output, capture_into
                        whole-line output buffers and the per-thread stdout/stderr router
@@ -41,6 +41,7 @@ from fray._actor import ShutdownEvent, restart_allowed
 from fray.backend._binding import (
     backend_factories,
     bind_actor,
+    bind_actor_call,
     bind_client,
     binding,
     current_actor_context,
@@ -103,6 +104,7 @@ __all__ = [
     "ShutdownEvent",
     "backend_factories",
     "bind_actor",
+    "bind_actor_call",
     "bind_client",
     "binding",
     "call_outcome",

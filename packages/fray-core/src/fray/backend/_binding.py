@@ -1,7 +1,7 @@
 """Binding the current client and actor for code a backend runs (a job, an actor call).
 
 Inside a job or an actor, ``fray.current_client()`` must answer the client that runs it and
-``fray.current_actor()`` the actor itself. These are context variables: a backend binds them
+``fray.current_actor()`` the actor itself. Both read one context variable: a backend binds it
 around user code, as a ``with`` block or, on hot paths, as a token pair.
 """
 
@@ -12,12 +12,14 @@ import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fray import _actor, _client
+from fray import _bound, _client
 from fray._actor import ActorContext
+from fray._bound import Bound
 
 __all__ = [
     "backend_factories",
     "bind_actor",
+    "bind_actor_call",
     "bind_client",
     "binding",
     "current_actor_context",
@@ -29,43 +31,47 @@ __all__ = [
 ]
 
 
-# The four below are the context variables' own ``set`` and ``reset``, not functions that
-# call them: an actor call binds and unbinds both on every call, and a Python frame around
-# each would cost more than the variables themselves.
+# ``current_client()`` and ``current_actor()`` read one context variable, a (client, actor)
+# pair (``fray._bound``). The resets below, and ``bind_actor_call``, are the variable's own
+# ``reset`` and ``set``, not functions that call them: an actor call binds and unbinds on
+# every call, and a Python frame around each would cost more than the variable itself.
 
-bind_client: Callable[[Any], contextvars.Token[Any]] = _client._explicit.set
+bind_client: Callable[[Any], contextvars.Token[Bound]] = _bound.bind_client
 """``bind_client(client)`` makes ``client`` the current client in this context and returns a
 token; undo with :func:`unbind_client`."""
 
-unbind_client: Callable[[contextvars.Token[Any]], None] = _client._explicit.reset
+unbind_client: Callable[[contextvars.Token[Bound]], None] = _bound.bound.reset
 """``unbind_client(token)`` undoes :func:`bind_client`."""
 
-bind_actor: Callable[[ActorContext | None], contextvars.Token[ActorContext | None]]
-bind_actor = _actor._current.set
+bind_actor: Callable[[ActorContext | None], contextvars.Token[Bound]] = _bound.bind_actor
 """``bind_actor(context)`` makes ``context`` what ``current_actor()`` answers in this context
 and returns a token; undo with :func:`unbind_actor`."""
 
-unbind_actor: Callable[[contextvars.Token[ActorContext | None]], None] = _actor._current.reset
-"""``unbind_actor(token)`` undoes :func:`bind_actor`."""
+unbind_actor: Callable[[contextvars.Token[Bound]], None] = _bound.bound.reset
+"""``unbind_actor(token)`` undoes :func:`bind_actor` or :func:`bind_actor_call`."""
+
+bind_actor_call: Callable[[Bound], contextvars.Token[Bound]] = _bound.bound.set
+"""``bind_actor_call((client, context))`` binds both for one actor call with a single
+``set``, the cheapest binding there is (``bind_client`` then ``bind_actor`` takes two); it
+returns a token, undone with :func:`unbind_actor`."""
 
 
 def current_actor_context() -> ActorContext | None:
     """The actor bound here, or ``None`` (``current_actor()`` without the error)."""
-    return _actor._current.get()
+    return _bound.bound.get()[1]
 
 
 @contextlib.contextmanager
 def binding(client: Any = None, actor: ActorContext | None = None) -> Iterator[None]:
     """Binds ``client`` (if given) and ``actor`` (if given) for the ``with`` block."""
-    client_token = _client._explicit.set(client) if client is not None else None
-    actor_token = _actor._current.set(actor) if actor is not None else None
+    current = _bound.bound.get()
+    token = _bound.bound.set(
+        (current[0] if client is None else client, current[1] if actor is None else actor)
+    )
     try:
         yield
     finally:
-        if actor_token is not None:
-            _actor._current.reset(actor_token)
-        if client_token is not None:
-            _client._explicit.reset(client_token)
+        _bound.bound.reset(token)
 
 
 def explain_current_client() -> tuple[Any, str]:
