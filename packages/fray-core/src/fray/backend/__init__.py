@@ -51,7 +51,13 @@ from fray.backend._binding import (
     unbind_actor,
     unbind_client,
 )
-from fray.backend._capabilities import Capabilities, Limit, capabilities_of, known_targets
+from fray.backend._capabilities import (
+    Capabilities,
+    Limit,
+    capabilities_of,
+    known_targets,
+    resource_limit,
+)
 from fray.backend._client import BaseClient, check_request
 from fray.backend._group import ActorMember, BaseActorGroup, validate_actor_args
 from fray.backend._handle import BaseJobHandle, check_max_lines, check_result
@@ -128,6 +134,7 @@ __all__ = [
     "merge_logs",
     "name_of_id_part",
     "portable_error",
+    "resource_limit",
     "restart_allowed",
     "restore_output",
     "route_output",

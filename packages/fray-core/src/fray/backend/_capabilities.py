@@ -24,7 +24,7 @@ from fray._resources import GpuConfig, ResourceConfig, TpuConfig, has_default_di
 from fray._types import JobRequest
 from fray.errors import InvalidRequestError
 
-__all__ = ["Capabilities", "Limit", "capabilities_of", "known_targets"]
+__all__ = ["Capabilities", "Limit", "capabilities_of", "known_targets", "resource_limit"]
 
 
 @dataclass(frozen=True)
