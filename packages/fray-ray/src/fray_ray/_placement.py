@@ -1,11 +1,12 @@
-"""Why a Ray job is not placed: what a replica asks of a node, compared with what the
-cluster's nodes have.
+"""Why a Ray job or actor is not placed: what a replica (or actor) asks of a node, compared
+with what the cluster's nodes have.
 
-Ray says nothing to a task's owner while the task waits for a node. This module reads the
-cluster from the GCS (node totals and labels, what is free, which request shapes wait) and
-turns the comparison into the text of ``JobInfo.pending_reason`` and of the error of a job
-not placed within ``JobRequest.scheduling_timeout``. It is read only when someone asks (a
-job that has not started, a request no known node fits), never on a job's way to a worker.
+Ray says nothing to a task's or actor's owner while it waits for a node. This module reads
+the cluster from the GCS (node totals and labels, what is free, which request shapes wait)
+and turns the comparison into the text of ``JobInfo.pending_reason``, of the error of a job
+not placed within ``JobRequest.scheduling_timeout``, and of an actor's ``pending_reason``
+(also in a timed-out ``wait_ready``). It is read only when someone asks (a job or actor that
+has not started, a request no known node fits), never on the way to a worker.
 
 Whether the cluster can grow is read from what Ray's autoscalers leave in the GCS: the v2
 autoscaler's cluster config (node groups and their counts) and the v1 monitor's status
