@@ -18,24 +18,19 @@ from typing import Any
 
 import pytest
 
-from fray import Entrypoint, GpuConfig, JobHandle, JobRequest, JobStatus, ResourceConfig
+from fray import Entrypoint, JobHandle, JobRequest, JobStatus, ResourceConfig
 from fray.errors import InvalidRequestError, JobFailedError
 from fray_ray import RayClient
+from fray_ray_placement_support import UNPLACEABLE, first_reason, placement_cluster
 
 ray = pytest.importorskip("ray")
-from fray_testing.ray_cluster import LocalRayCluster  # noqa: E402
 
-REGION = "test-east1"
 SMALL = {"ram": "64m"}
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalRayCluster]:
-    # Workers import this module: pytest put its folder on sys.path, which the nodes get.
-    with LocalRayCluster(head_cpus=1, head_resources={"head_node": 1}, system_config={}) as c:
-        c.add_node(num_cpus=3, labels={"ray.io/availability-region": REGION})
-        c.connect()
-        yield c
+def cluster() -> Iterator[object]:
+    yield from placement_cluster()
 
 
 def sleep_for(seconds: float) -> str:
@@ -73,24 +68,7 @@ def _available_per_node() -> list[dict[str, float]]:
     return [dict(node.available_resources) for node in state.node_states]
 
 
-def waiting_reason(handle: JobHandle, within: float = 60) -> str:
-    """The job's pending reason, once it has one (read at most once a second)."""
-    deadline = time.monotonic() + within
-    while (reason := handle.info().pending_reason) is None and time.monotonic() < deadline:
-        time.sleep(0.2)  # polls the job's info
-    assert reason is not None, f"no pending reason within {within}s: {handle.info()}"
-    return reason
-
-
-@pytest.mark.parametrize(
-    ("resources", "says"),
-    [
-        ({"cpu": 64}, "the most any of its 2 node(s) has: CPU=3"),
-        ({"ram": "4096g"}, "memory="),
-        ({"device": GpuConfig(variant="H100")}, "no node offers GPU, accelerator_type:H100"),
-        ({"regions": ["nowhere"]}, "no node has the label ray.io/availability-region=in(nowhere)"),
-    ],
-)
+@UNPLACEABLE
 def test_a_callable_no_node_could_ever_take_is_refused_at_submit(
     client: RayClient, resources: dict[str, Any], says: str
 ) -> None:
@@ -155,7 +133,7 @@ def reason_behind_blocker(client: RayClient, request: JobRequest) -> tuple[JobHa
     hold = blocker(client)
     try:
         handle = client.submit(request)
-        return handle, waiting_reason(handle)
+        return handle, first_reason(lambda: handle.info().pending_reason)
     finally:
         hold.terminate()
 

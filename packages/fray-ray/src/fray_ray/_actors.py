@@ -18,6 +18,7 @@ from typing import Any
 from fray import JobStatus
 from fray.backend import ActorMember, BaseActorGroup
 from fray.errors import ActorDiedError
+from fray_ray._placement import Ask, pending_reason, resource_state, waiting_count
 
 __all__ = [
     "RayActorFuture",
@@ -199,13 +200,20 @@ class RayMember(ActorMember):
         self.lifetime_ref: Any = None
 
 
-def _rebuilt_group(name: str, members: list[tuple[int, RayActorHandle, str]]) -> RayActorGroup:
+def _rebuilt_group(
+    name: str, members: list[tuple[int, RayActorHandle, str]], ask: Ask | None = None
+) -> RayActorGroup:
     rebuilt: list[RayMember] = []
     for index, handle, status in members:
         member = RayMember(index, handle, None)
         member.status = JobStatus(status)
         rebuilt.append(member)
-    return RayActorGroup(name, rebuilt)
+    return RayActorGroup(name, rebuilt, ask=ask)
+
+
+# The GCS states of an actor not yet created: waiting for a node, or for its worker and
+# __init__ (Ray does not tell the two apart; the cluster's waiting requests do).
+_UNCREATED = ("PENDING_CREATION", "RESTARTING")
 
 
 class RayActorGroup(BaseActorGroup):
@@ -223,14 +231,59 @@ class RayActorGroup(BaseActorGroup):
         name: str,
         members: list[RayMember],
         on_shutdown: Callable[[RayActorGroup], None] | None = None,
+        *,
+        ask: Ask | None = None,
     ) -> None:
         super().__init__(name, members)
         self._ray_members = members
         self._on_shutdown = on_shutdown
+        self._ask = ask  # what each actor asks of a node (its pending reason)
+        self._reasons_read: tuple[float, dict[int, str]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         members = [(m.index, m.handle, m.status.value) for m in self._ray_members]
-        return (_rebuilt_group, (self.name, members))
+        return (_rebuilt_group, (self.name, members, self._ask))
+
+    def _pending_reasons(self, members: list[ActorMember]) -> dict[int, str]:
+        """Why PENDING members wait for a node, read from the GCS at most once a second
+        for the whole group (see :meth:`_read_reasons`); a failed read says nothing."""
+        now = time.monotonic()
+        last = self._reasons_read
+        if last is None or now - last[0] >= 1.0:
+            try:
+                reasons = self._read_reasons()
+            except Exception as exc:  # the reason is a courtesy: never fail a caller for it
+                logger.debug("reading why actors of %s wait failed: %s", self.name, exc)
+                reasons = {}
+            last = self._reasons_read = (now, reasons)
+        return {m.index: last[1][m.index] for m in members if m.index in last[1]}
+
+    def _read_reasons(self) -> dict[int, str]:
+        """A reason for each PENDING member whose actor Ray has not created yet, while
+        requests of its shape wait in the cluster: what it asks for and what the cluster
+        has. Where fewer such requests wait than the group has uncreated actors, some of
+        them are starting rather than waiting, and the reason says "may be"."""
+        ask = self._ask
+        pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
+        if ask is None or not pending:
+            return {}
+        uncreated = [m for m in pending if _gcs_state(m.handle) in _UNCREATED]
+        if not uncreated:
+            return {}
+        state = resource_state()
+        waiting = waiting_count(ask, state)
+        cluster = pending_reason(ask, waiting_only=True, state=state)
+        if cluster is None:
+            return {}
+        if waiting >= len(uncreated):
+            says = "waiting for a node"
+        else:
+            says = (
+                f"may be waiting for a node ({waiting} request(s) of its shape wait in the "
+                f"cluster, for {len(uncreated)} actor(s) of the group not yet started)"
+            )
+        reason = f"{says}: asks for {ask.describe()}; {cluster}"
+        return {m.index: reason for m in uncreated}
 
     def _refresh(self, timeout: float) -> None:
         """Moves members whose constructor has finished to RUNNING or FAILED, and running
@@ -299,6 +352,20 @@ class RayActorGroup(BaseActorGroup):
         kill_actors([m.handle for m in members])
         if self._on_shutdown is not None:
             self._on_shutdown(self)
+
+
+def _gcs_state(handle: RayActorHandle) -> str | None:
+    """The actor's state as the GCS has it (``PENDING_CREATION``, ``ALIVE``, ...): one GCS
+    call; ``None`` for an actor that no longer exists."""
+    import ray._private.state
+
+    try:
+        actor = handle._resolve()
+    except ActorDiedError:
+        return None
+    found: dict[str, Any] = ray._private.state.state.actor_table(actor._actor_id.hex())
+    state = found.get("State")
+    return state if isinstance(state, str) else None
 
 
 def _is_gone(handle: RayActorHandle) -> bool:

@@ -18,6 +18,7 @@ from fray_ray._book import JobBook
 from fray_ray._command import api_job_info
 from fray_ray._convert import HEAD_NODE_RESOURCE, RAY, actor_options
 from fray_ray._handles import RayJobHandle, RemoteJobHandle, SubmittedJobHandle
+from fray_ray._placement import Ask
 from fray_ray._registry import RegistryLink, driver_registry, forget_registries
 from fray_ray._submit import Launcher
 
@@ -221,6 +222,7 @@ class RayClient(BaseClient):
         preemptible = resources is None or resources.preemptible
         if resources is not None:
             self._launcher.check_head_node(resources, "resources.preemptible")
+            self._launcher.check_placeable(options, "resources", "an actor")
         restarts = config.max_restarts
         if restarts is None:
             restarts = -1 if preemptible else 0
@@ -257,7 +259,7 @@ class RayClient(BaseClient):
         except BaseException:
             kill_actors([m.handle for m in members])
             raise
-        group = RayActorGroup(name, members, self._forget_group)
+        group = RayActorGroup(name, members, self._forget_group, ask=Ask.of(options))
         with self._lock:
             self._groups.append(group)
         return group

@@ -1,11 +1,12 @@
-"""Why a Ray job is not placed: what a replica asks of a node, compared with what the
-cluster's nodes have.
+"""Why a Ray job or actor is not placed: what a replica (or actor) asks of a node, compared
+with what the cluster's nodes have.
 
-Ray says nothing to a task's owner while the task waits for a node. This module reads the
-cluster from the GCS (node totals and labels, what is free, which request shapes wait) and
-turns the comparison into the text of ``JobInfo.pending_reason`` and of the error of a job
-not placed within ``JobRequest.scheduling_timeout``. It is read only when someone asks (a
-job that has not started, a request no known node fits), never on a job's way to a worker.
+Ray says nothing to a task's or actor's owner while it waits for a node. This module reads
+the cluster from the GCS (node totals and labels, what is free, which request shapes wait)
+and turns the comparison into the text of ``JobInfo.pending_reason``, of the error of a job
+not placed within ``JobRequest.scheduling_timeout``, and of an actor's ``pending_reason``
+(also in a timed-out ``wait_ready``). It is read only when someone asks (a job or actor that
+has not started, a request no known node fits), never on the way to a worker.
 
 Whether the cluster can grow is read from what Ray's autoscalers leave in the GCS: the v2
 autoscaler's cluster config (node groups and their counts) and the v1 monitor's status
@@ -24,7 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Ask", "ClusterView", "autoscaler_note", "cluster_view", "pending_reason"]
+__all__ = [
+    "Ask",
+    "ClusterView",
+    "autoscaler_note",
+    "cluster_view",
+    "pending_reason",
+    "resource_state",
+    "waiting_count",
+]
 
 _GIB = float(1 << 30)
 # Node types of the read-only monitor Ray runs on a cluster without an autoscaler config.
@@ -170,19 +179,34 @@ def autoscaler_note() -> str | None:
     return f"the autoscaler may add nodes (node types: {', '.join(named)})" if named else None
 
 
-def pending_reason(ask: Ask, *, waiting_only: bool) -> str | None:
-    """What the cluster has for a replica with this ask: no node could ever take it (and
-    whether an autoscaler may add one), or every node that could is busy (with what is
-    free). With ``waiting_only``, ``None`` unless a request of this shape waits in the
-    cluster (for a caller that cannot tell whether its own replica has been placed)."""
+def resource_state() -> Any:
+    """The cluster's resource state from the GCS (Ray's ``ClusterResourceState``: nodes,
+    what is free, which request shapes wait)."""
     import ray
     from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]
     from ray.autoscaler.v2.sdk import get_cluster_resource_state
 
-    state = get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
-    if waiting_only and not any(
-        _same_shape(ask, request.request) for request in state.pending_resource_requests
-    ):
+    return get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
+
+
+def waiting_count(ask: Ask, state: Any) -> int:
+    """How many requests of this shape wait in the cluster for a node (anyone's)."""
+    return sum(
+        int(waiting.count)
+        for waiting in state.pending_resource_requests
+        if _same_shape(ask, waiting.request)
+    )
+
+
+def pending_reason(ask: Ask, *, waiting_only: bool, state: Any = None) -> str | None:
+    """What the cluster has for a replica with this ask: no node could ever take it (and
+    whether an autoscaler may add one), or every node that could is busy (with what is
+    free). With ``waiting_only``, ``None`` unless a request of this shape waits in the
+    cluster (for a caller that cannot tell whether its own replica has been placed).
+    ``state``: the :func:`resource_state` already read, if any."""
+    if state is None:
+        state = resource_state()
+    if waiting_only and not waiting_count(ask, state):
         return None
     view = cluster_view()
     if not view.fits_some_node(ask):

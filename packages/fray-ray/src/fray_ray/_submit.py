@@ -240,15 +240,25 @@ class Launcher:
             self._prepared[key] = prepared
         return prepared
 
-    def check_placeable(self, options: dict[str, Any]) -> None:
+    def check_placeable(
+        self,
+        options: dict[str, Any],
+        field: str = "JobRequest.resources",
+        unit: str = "a replica",
+    ) -> None:
         """Refuses a request no node of the cluster could ever take, on a cluster that
         cannot grow: it would wait forever. Compared with the nodes as last read (read again
         only when none fits: once per client for requests that fit), so a request that fits
-        costs a few dict lookups, once per request object.
+        costs a few dict lookups, once per request object (or actor group).
+
+        Args:
+            options: Ray task or actor options (or Jobs API ones).
+            field: The field the error names.
+            unit: What one placement is (``"a replica"``, ``"an actor"``).
 
         Raises:
             InvalidRequestError: No node, alive or dead, has the resources and labels one
-                replica asks for, and no autoscaler may add one.
+                ``unit`` asks for, and no autoscaler may add one.
         """
         ask = Ask.of(options)
         view = self._view
@@ -258,9 +268,9 @@ class Launcher:
         if view.fits_some_node(ask) or autoscaler_note() is not None:
             return
         raise InvalidRequestError.for_field(
-            "JobRequest.resources",
+            field,
             ask.describe(),
-            f"no node of this Ray cluster could ever take a replica ({view.shortfall(ask)}) "
+            f"no node of this Ray cluster could ever take {unit} ({view.shortfall(ask)}) "
             "and the cluster has no autoscaler to add one; ask for what a node has, or add "
             "a node that has it",
         )

@@ -53,6 +53,8 @@ class ActorMember:
         status: PENDING until its ``__init__`` has run, then RUNNING; at its end SUCCEEDED
             (it set its ``shutdown_event``), FAILED or STOPPED.
         error: What made it FAILED, if known.
+        pending_reason: Why it waits to be placed, where its backend can tell (see
+            :meth:`BaseActorGroup._pending_reasons`).
     """
 
     def __init__(self, index: int, name: str, handle: Any) -> None:
@@ -62,6 +64,16 @@ class ActorMember:
         self.status = JobStatus.PENDING
         self.error: BaseException | None = None
         self._group: BaseActorGroup | None = None
+
+    @property
+    def pending_reason(self) -> str | None:
+        """Why this PENDING actor waits to be placed (what it asks for, what the cluster
+        has), read from the backend when asked; ``None`` once it is placed, or where its
+        backend cannot tell."""
+        group = self._group
+        if group is None or self.status is not JobStatus.PENDING:
+            return None
+        return group._pending_reasons([self]).get(self.index)  # pyright: ignore[reportPrivateUsage]
 
     def set_status(self, status: JobStatus, error: BaseException | None = None) -> bool:
         """Moves the member on (an ended member stays so); returns whether it
@@ -115,6 +127,13 @@ class BaseActorGroup:
         """Stops these actors for good."""
         raise NotImplementedError
 
+    def _pending_reasons(self, members: list[ActorMember]) -> dict[int, str]:
+        """Why these PENDING members wait to be placed, by index, for those the backend
+        can tell about (none by default). Read only when asked: by
+        :attr:`ActorMember.pending_reason` and when ``wait_ready`` times out."""
+        del members
+        return {}
+
     # -- the group ---------------------------------------------------------------------------
 
     @property
@@ -138,7 +157,8 @@ class BaseActorGroup:
             InvalidRequestError: ``count`` is not an integer from 0 to the group size.
             ActorError: Too many actors failed for ``count`` to become ready (the first
                 failure is chained).
-            JobTimeoutError: ``timeout`` seconds passed first.
+            JobTimeoutError: ``timeout`` seconds passed first; it says why the actors still
+                pending wait, where the backend can tell (:meth:`_pending_reasons`).
         """
         total = len(self._members)
         want = total if count is None else count
@@ -158,12 +178,16 @@ class BaseActorGroup:
                 self._raise_if_unreachable(want)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise JobTimeoutError(
-                        f"only {len(ready)}/{want} actors of {self.name} ready after {timeout}s"
-                    )
+                    pending = [m for m in self._members if m.status is JobStatus.PENDING]
+                    break
                 step = 0.25 if left is None else min(left, 0.25)
                 if not self.polls:  # checked and waited under one lock: no change is missed
                     self._cond.wait(step)
+        # Out of the lock: the backend may ask its cluster why the pending ones wait.
+        raise JobTimeoutError(
+            f"only {len(ready)}/{want} actors of {self.name} ready after {timeout}s"
+            + _waiting(pending, self._pending_reasons(pending) if pending else {})
+        )
 
     def _raise_if_unreachable(self, want: int) -> None:
         total = len(self._members)
@@ -218,3 +242,17 @@ class BaseActorGroup:
     def __repr__(self) -> str:
         ready = sum(1 for m in self._members if m.status is JobStatus.RUNNING)
         return f"{type(self).__name__}({self.name!r}, ready={ready}/{len(self._members)})"
+
+
+def _waiting(pending: list[ActorMember], reasons: dict[int, str]) -> str:
+    """``; a-1, a-2: <reason>`` per distinct reason (at most 5 names each)."""
+    by_reason: dict[str, list[str]] = {}
+    for member in pending:
+        reason = reasons.get(member.index)
+        if reason:
+            by_reason.setdefault(reason, []).append(member.name)
+    parts: list[str] = []
+    for reason, names in by_reason.items():
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        parts.append(f"; {', '.join(names[:5])}{more}: {reason}")
+    return "".join(parts)
