@@ -104,6 +104,16 @@ def attempt_thread(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
     outcome: ``("ok", value)``, ``("failed", exc, error, None, failed replicas)`` or
     ``("stopped",)``."""
     count = job.request.replica_count
+    if count == 1:  # the common case, without the bookkeeping of several threads
+        replica = Replica(0)
+        job.replicas = [replica]
+        try:
+            value = contextvars.Context().run(_run_replica, client, job, replica)
+        except Terminated:
+            return ("stopped",)
+        except BaseException as error:
+            return ("failed", error, f"{type(error).__name__}: {error}", None, 1)
+        return ("ok", value)
     replicas = [Replica(i) for i in range(count)]
     job.replicas = replicas
     results: list[Any] = [None] * count
