@@ -19,6 +19,10 @@ def _read_env(name: str) -> str | None:
     return os.environ.get(name)
 
 
+def _niceness() -> int:
+    return os.nice(0)
+
+
 def test_local_ray_cluster_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # a dead address must not be used
     before_tmpdir = os.environ.get("RAY_TMPDIR")
@@ -39,6 +43,10 @@ def test_local_ray_cluster_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
         assert nodes[cluster.node_id(cluster.head_node)]["Resources"]["head_node"] == 1
         read = ray.remote(_read_env).options(num_cpus=0, resources={"worker": 1})
         assert ray.get(read.remote("FRAY_X"), timeout=120) == "on-node"
+        # Workers at normal priority (Ray's own default is 15), on every node.
+        for resources in ({"worker": 1}, {"TPU": 1}):
+            nice = ray.remote(num_cpus=0, resources=resources)(_niceness)
+            assert ray.get(nice.remote(), timeout=120) == 0
         cluster.kill_node(plain, preemption=True)
         deadline = time.monotonic() + 60
         while any(n["Alive"] for n in ray.nodes() if n["NodeID"] == cluster.node_id(plain)):
@@ -48,6 +56,7 @@ def test_local_ray_cluster_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not ray.is_initialized()
     assert not os.path.exists(root)
     assert os.environ.get("RAY_TMPDIR") == before_tmpdir
+    assert "RAY_worker_niceness" not in os.environ
     assert os.environ["RAY_ADDRESS"] == "127.0.0.1:1"
     leftovers = []
     for proc in psutil.process_iter():

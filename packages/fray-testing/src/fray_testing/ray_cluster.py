@@ -12,9 +12,11 @@ logical, so a 2-core laptop can pose as a cluster of big TPU hosts::
 
 The cluster is isolated from any other Ray on the machine: it lives under a private, short
 ``RAY_TMPDIR`` (created for it and deleted afterwards), ``RAY_ADDRESS`` is unset while it runs,
-and it never calls ``ray stop``. On exit it disconnects the driver, removes every node, kills
-whatever process of its own is left (collected from the raylet and GCS process trees before
-they go) and raises :class:`LeftoverProcessesError` if it had to.
+and it never calls ``ray stop``. Its workers run at normal priority (not Ray's niceness 15), so
+that a busy machine slows them no more than the test itself. On exit it disconnects the
+driver, removes every node, kills whatever process of its own is left (collected from the
+raylet and GCS process trees before they go) and raises :class:`LeftoverProcessesError` if it
+had to.
 """
 
 # pyright: standard
@@ -46,6 +48,7 @@ TPU_HOST_ENV_KEYS = ("TPU_NAME", "TPU_WORKER_ID", "TPU_ACCELERATOR_TYPE", "TPU_T
 
 _GIB = 1 << 30
 _MIB = 1 << 20
+_NICENESS = "RAY_worker_niceness"  # Ray's config: the niceness of the worker processes it starts
 
 # GCS notices a dead raylet after period x threshold; Ray's default is about 15 s. Tests that
 # kill nodes want the failure seen in a couple of seconds.
@@ -174,11 +177,15 @@ class LocalRayCluster:
         self._root = tempfile.mkdtemp(prefix="frc-", dir="/tmp")
         os.makedirs(os.path.join(self._root, "ray"))
         self._saved_env = {
-            "RAY_TMPDIR": os.environ.get("RAY_TMPDIR"),
-            "RAY_ADDRESS": os.environ.get("RAY_ADDRESS"),
+            key: os.environ.get(key) for key in ("RAY_TMPDIR", "RAY_ADDRESS", _NICENESS)
         }
         os.environ["RAY_TMPDIR"] = self._root
         os.environ.pop("RAY_ADDRESS", None)
+        # Ray starts workers at niceness 15: beside any busy process of normal priority (a
+        # loaded CI machine) they get a few percent of a core, and a test then waits on
+        # starved workers. Every raylet of this cluster inherits this, so its workers (and
+        # fake TPU hosts) run at the machine's normal priority.
+        os.environ[_NICENESS] = "0"
         head_args: dict[str, Any] = {
             "num_cpus": self._head_cpus,
             "resources": self._head_resources,
