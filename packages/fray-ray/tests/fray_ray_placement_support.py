@@ -1,6 +1,7 @@
 """What the placement tests share (``test_ray_placement``, ``test_ray_actor_placement``): their
 cluster, a head node (1 CPU, ``head_node`` resource) and a worker node with 3 CPUs in region
-``REGION``, no dashboard, no autoscaler; and resources no node of it could ever take."""
+``REGION``, no dashboard, no autoscaler; resources no node of it could ever take; and a job
+holding a node's CPUs (also for ``test_ray_integration``'s cluster)."""
 
 # pyright: standard
 # Ray is untyped: this module is an adapter over it.
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from fray import GpuConfig
+from fray import GpuConfig, JobHandle, JobRequest
 
 REGION = "test-east1"
 
@@ -48,3 +50,24 @@ def first_reason(read: Callable[[], str | None], within: float = 60) -> str:
         time.sleep(0.2)  # polls the reason
     assert reason is not None, f"no pending reason within {within}s"
     return reason
+
+
+def hold_cpus(client: Any, request: JobRequest, cpus: float) -> JobHandle:
+    """Submits ``request`` (a long job asking for ``cpus``) and returns its handle once it
+    holds them: once no node shows ``cpus`` CPUs free."""
+    handle = client.submit(request)
+    deadline = time.monotonic() + 60
+    while any(node.get("CPU", 0) >= cpus for node in _available_per_node()):
+        assert time.monotonic() < deadline, f"{request.name} never took {cpus} CPUs"
+        assert not handle.status().is_finished, handle.info()
+        time.sleep(0.1)  # polls the cluster's state
+    return handle
+
+
+def _available_per_node() -> list[dict[str, float]]:
+    import ray
+    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]
+    from ray.autoscaler.v2.sdk import get_cluster_resource_state
+
+    state = get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
+    return [dict(node.available_resources) for node in state.node_states]

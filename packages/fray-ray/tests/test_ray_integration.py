@@ -30,6 +30,7 @@ from fray import (
 )
 from fray.errors import InvalidRequestError, JobFailedError
 from fray_ray import RayClient
+from fray_ray_placement_support import first_reason, hold_cpus
 
 ray = pytest.importorskip("ray")
 from fray_testing.ray_cluster import LocalRayCluster  # noqa: E402
@@ -138,11 +139,9 @@ def sleep_for(seconds: float) -> str:
 
 
 def sleeper(seconds: float, **fields: Any) -> JobRequest:
+    fields.setdefault("resources", ResourceConfig(cpu=0.5))
     return JobRequest(
-        name="sleeper",
-        entrypoint=Entrypoint.from_callable(sleep_for, args=(seconds,)),
-        resources=ResourceConfig(cpu=0.5),
-        **fields,
+        name="sleeper", entrypoint=Entrypoint.from_callable(sleep_for, args=(seconds,)), **fields
     )
 
 
@@ -174,6 +173,29 @@ def test_a_command_past_its_timeout_is_stopped_and_fails_not_preempted(client: R
         job.wait(timeout=120)
     info = job.info()
     assert (info.failures, info.preemptions) == (1, 0)
+
+
+def test_a_command_waiting_for_a_busy_node_says_why_then_runs(client: RayClient) -> None:
+    """Only the worker has 4 CPUs; while a job holds them, a 4-CPU command's entrypoint
+    waits, and its pending reason says what it asks for and what the cluster has."""
+    hold = hold_cpus(client, sleeper(600, resources=ResourceConfig(cpu=4, ram="64m")), 4)
+    try:
+        handle = client.submit(
+            JobRequest(
+                name="waiting-command",
+                entrypoint=Entrypoint.from_command(sys.executable, "-c", "print('ran')"),
+                resources=ResourceConfig(cpu=4, ram="64m"),
+            )
+        )
+        reason = first_reason(lambda: handle.info().pending_reason)
+        assert handle.status() is not JobStatus.SUCCEEDED
+    finally:
+        hold.terminate()
+    assert reason.startswith("the command may be waiting for a node: it asks for CPU=4, memory=")
+    assert "the 1 node(s) that could take it are busy (free: CPU=0" in reason
+    assert handle.wait(timeout=120) is JobStatus.SUCCEEDED
+    assert "ran" in list(handle.logs())
+    assert handle.info().pending_reason is None
 
 
 def test_a_tpu_job_no_node_can_take_is_refused_at_once(client: RayClient) -> None:
@@ -241,6 +263,7 @@ import ray
 from fray import Entrypoint, EnvironmentConfig, JobRequest
 from fray.errors import InvalidRequestError
 from fray_ray import RayClient
+from fray_ray_placement_support import first_reason, hold_cpus
 
 ray.init(address=sys.argv[1], runtime_env={"py_executable": sys.executable})
 client = RayClient(namespace="py-executable")

@@ -21,7 +21,7 @@ import pytest
 from fray import Entrypoint, JobHandle, JobRequest, JobStatus, ResourceConfig
 from fray.errors import InvalidRequestError, JobFailedError
 from fray_ray import RayClient
-from fray_ray_placement_support import UNPLACEABLE, first_reason, placement_cluster
+from fray_ray_placement_support import UNPLACEABLE, first_reason, hold_cpus, placement_cluster
 
 ray = pytest.importorskip("ray")
 
@@ -50,22 +50,7 @@ def job(name: str, seconds: float = 0, **fields: Any) -> JobRequest:
 
 def blocker(client: RayClient) -> JobHandle:
     """A job holding the worker's 3 CPUs until it is stopped."""
-    handle = client.submit(job("blocker", 600, resources={"cpu": 3}))
-    # It holds the worker once Ray shows no 3-CPU node with anything free.
-    deadline = time.monotonic() + 60
-    while any(node.get("CPU", 0) >= 3 for node in _available_per_node()):
-        assert time.monotonic() < deadline, "the blocker never took the worker's CPUs"
-        assert not handle.status().is_finished, handle.info()
-        time.sleep(0.1)  # polls the cluster's state
-    return handle
-
-
-def _available_per_node() -> list[dict[str, float]]:
-    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]
-    from ray.autoscaler.v2.sdk import get_cluster_resource_state
-
-    state = get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
-    return [dict(node.available_resources) for node in state.node_states]
+    return hold_cpus(client, job("blocker", 600, resources={"cpu": 3}), 3)
 
 
 @UNPLACEABLE

@@ -67,7 +67,6 @@ class CallableJob(RayJob):
         "outcomes",
         "payload",
         "placing",
-        "reason_read",
         "remote",
         "settled",
         "timer",
@@ -100,7 +99,6 @@ class CallableJob(RayJob):
         self.timer: threading.Timer | None = None  # ends the attempt at JobRequest.timeout
         # Fails an attempt not placed within JobRequest.scheduling_timeout.
         self.placing: threading.Timer | None = None
-        self.reason_read: tuple[float, str | None] | None = None  # pending_reason's last read
         if first is not None:
             self.attempts = 1
             self.started_at = self.submitted_at
@@ -226,10 +224,11 @@ class CallableJob(RayJob):
         return self.request.replica_count - len(ended.union(started)), attempt
 
     def _cluster_says(self, waiting_only: bool) -> str | None:
-        """What the cluster has for one replica of this job (see ``fray_ray._placement``)."""
+        """What the cluster has for one replica of this job (see ``fray_ray._placement``);
+        ``None`` where it cannot be read (the reason is a courtesy: never fail a job for it)."""
         try:
             return pending_reason(Ask.of(task_options(self.request)[0]), waiting_only=waiting_only)
-        except Exception as exc:  # the reason is a courtesy: never fail a job for it
+        except Exception as exc:
             logger.debug("reading why job %s waits failed: %s", self.job_id, exc)
             return None
 
@@ -259,17 +258,10 @@ class CallableJob(RayJob):
         cancel_refs(refs)
         self.finish(JobStatus.FAILED)
 
-    def pending_reason(self) -> str | None:
-        """Why the current attempt waits for a node, read from the cluster at most once a
-        second; ``None`` once its replicas have started (a job with a scheduling timeout
-        knows; for others, ``None`` unless a request of its shape waits in the cluster)."""
-        if self.done.flag:
-            return None
-        now = time.monotonic()
-        last = self.reason_read
-        if last is not None and now - last[0] < 1.0:
-            return last[1]
-        reason: str | None = None
+    def _read_pending_reason(self) -> str | None:
+        """Why the current attempt waits for a node; ``None`` once its replicas have
+        started (a job with a scheduling timeout knows; for others, ``None`` unless a
+        request of its shape waits in the cluster)."""
         if self.request.scheduling_timeout is None:
             cluster = self._cluster_says(waiting_only=True)
             prefix = "a replica may be waiting for a node"
@@ -277,11 +269,10 @@ class CallableJob(RayJob):
             found = self._unplaced()
             cluster = None if found is None or found[0] <= 0 else self._cluster_says(False)
             prefix = f"{found[0] if found else 0} replica(s) waiting for a node"
-        if cluster is not None:
-            ask = Ask.of(task_options(self.request)[0]).describe()
-            reason = f"{prefix}: each asks for {ask}; {cluster}"
-        self.reason_read = (now, reason)
-        return reason
+        if cluster is None:
+            return None
+        ask = Ask.of(task_options(self.request)[0]).describe()
+        return f"{prefix}: each asks for {ask}; {cluster}"
 
     def add_done_callback(self, callback: Callable[[], None]) -> bool:
         if not super().add_done_callback(callback):

@@ -16,6 +16,7 @@ from fray import JobInfo, JobRequest, JobStatus
 from fray.environment_variables import FRAY_CLIENT_SPEC, FRAY_JOB_ID
 from fray_ray._book import JobBook
 from fray_ray._convert import command_options, runtime_env
+from fray_ray._placement import Ask, pending_reason
 from fray_ray._record import RayJob
 
 __all__ = ["CommandJob", "api_job_info", "submit_options"]
@@ -40,7 +41,7 @@ class CommandJob(RayJob):
 
     _POLL = 0.1
     AGENT_WAIT = 60.0  # how long a submission waits for a just-started Ray's job agent
-    __slots__ = ("previous_lines", "submission_id", "submit_kwargs")
+    __slots__ = ("api_pending", "previous_lines", "submission_id", "submit_kwargs")
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class CommandJob(RayJob):
         self.submit_kwargs = submit_kwargs
         self.submission_id: str | None = None
         self.previous_lines: list[str] = []
+        self.api_pending = False  # the Jobs API said PENDING at the last poll
 
     def start(self) -> None:
         threading.Thread(target=self._run, name=f"fray-ray-cmd-{self.job_id}", daemon=True).start()
@@ -146,6 +148,7 @@ class CommandJob(RayJob):
         timed_out = False
         while True:
             details = api.get_job_info(submission_id)
+            self.api_pending = details.status == RayJobStatus.PENDING
             if details.status.is_terminal():
                 return details, timed_out
             if timeout is not None and not timed_out and details.status == RayJobStatus.RUNNING:
@@ -155,6 +158,18 @@ class CommandJob(RayJob):
                     timed_out = True
                     api.stop_job(submission_id)
             time.sleep(self._POLL)  # the Jobs API only answers polls
+
+    def _read_pending_reason(self) -> str | None:
+        """While the Jobs API says PENDING and a request of the command's shape waits in the
+        cluster: what it asks for and what the cluster has. (PENDING alone also covers the
+        setting up of its runtime env.)"""
+        if not self.api_pending:
+            return None
+        ask = Ask.of(self.submit_kwargs)  # the entrypoint's resources: Jobs API options
+        cluster = pending_reason(ask, waiting_only=True)
+        if cluster is None:
+            return None
+        return f"the command may be waiting for a node: it asks for {ask.describe()}; {cluster}"
 
     def terminate(self) -> None:
         with self.lock:

@@ -66,12 +66,11 @@ class RayJobHandle(BaseJobHandle):
         return self._job.book.children_of(self._job.job_id)
 
     def info(self) -> JobInfo:
-        """The record's snapshot; while a callable job's replica waits for a node, with
-        why (``JobInfo.pending_reason``, read from the cluster at most once a second)."""
+        """The record's snapshot; while the job waits for a node, with why
+        (``JobInfo.pending_reason``, read from the cluster at most once a second)."""
         info = super().info()
-        job = self._job
-        if type(job) is CallableJob and not info.status.is_finished:
-            reason = job.pending_reason()
+        if not info.status.is_finished:
+            reason = self._job.pending_reason()
             if reason is not None:
                 return info.model_copy(update={"pending_reason": reason})
         return info

@@ -6,7 +6,9 @@ book it reports to, and what keeps thousands of them cheap to hold."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +17,8 @@ from fray.backend import JobRecord
 from fray_ray._book import JobBook
 
 __all__ = ["RayJob"]
+
+logger = logging.getLogger("fray.ray")
 
 # What a job's ``lock`` becomes once it has ended. Every section under a job's lock first
 # looks at ``ended`` or ``done`` (both set before the swap) and then changes nothing that
@@ -37,12 +41,13 @@ class RayJob(JobRecord):
     alone.
     """
 
-    __slots__ = ("book", "lines")
+    __slots__ = ("book", "lines", "reason_read")
 
     def __init__(self, book: JobBook, job_id: str, request: JobRequest, parent: str | None) -> None:
         super().__init__(job_id, request, parent)
         self.book = book
         self.lines: Sequence[str] = ()  # replaced, never mutated
+        self.reason_read: tuple[float, str | None] | None = None  # pending_reason's last read
 
     def record(self) -> dict[str, Any]:
         """The JobInfo fields, as sent to the registry."""
@@ -82,3 +87,24 @@ class RayJob(JobRecord):
     def live_lines(self) -> list[str]:
         """Every output line so far, including what a running job streamed."""
         return list(self.lines)
+
+    def pending_reason(self) -> str | None:
+        """Why the job waits for a node (``JobInfo.pending_reason``), read from the cluster at
+        most once a second; ``None`` once it has ended or where nothing says it waits."""
+        if self.done.flag:
+            return None
+        now = time.monotonic()
+        last = self.reason_read
+        if last is not None and now - last[0] < 1.0:
+            return last[1]
+        try:
+            reason = self._read_pending_reason()
+        except Exception as exc:  # the reason is a courtesy: never fail a job for it
+            logger.debug("reading why job %s waits failed: %s", self.job_id, exc)
+            reason = None
+        self.reason_read = (now, reason)
+        return reason
+
+    def _read_pending_reason(self) -> str | None:
+        """:meth:`pending_reason`, read now (none by default)."""
+        return None
