@@ -166,3 +166,7 @@ def test_local_extras_must_be_installed_here(tmp_path: Path) -> None:
             local.submit(request("other"))
         assert caught.value.field == "EnvironmentConfig.extras"
         assert "have, lack" in str(caught.value)
+        # The project file is read again once it changes (it is kept between submits).
+        with (project / "pyproject.toml").open("a") as f:
+            f.write('other = ["pytest>=1"]\n')
+        assert local.submit(request("other")).result(timeout=30) == 2

@@ -14,6 +14,7 @@ meaning on one machine and are accepted as no-ops.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import itertools
 import logging
@@ -22,6 +23,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 import tomllib
@@ -69,11 +71,19 @@ def _requirement_name(requirement: str) -> str:
 LOCAL_CAPABILITIES = capabilities_of("local")
 
 
+# Distributions found installed (a lookup scans every folder of sys.path). Only the yes is
+# kept: a package installed while the driver runs is seen at the next submit.
+_FOUND_INSTALLED: set[str] = set()
+
+
 def _installed(name: str) -> bool:
+    if name in _FOUND_INSTALLED:
+        return True
     try:
         importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return False
+    _FOUND_INSTALLED.add(name)
     return True
 
 
@@ -82,14 +92,26 @@ def _project_extras(start: str) -> tuple[str, dict[str, list[str]]] | None:
     folder = os.path.abspath(start)
     while True:
         path = os.path.join(folder, "pyproject.toml")
-        if os.path.isfile(path):
-            with open(path, "rb") as f:
-                project = tomllib.load(f).get("project", {})
-            return path, dict(project.get("optional-dependencies", {}))
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            return path, _declared_extras(path, st.st_mtime_ns, st.st_size)
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
         folder = parent
+
+
+@functools.lru_cache(maxsize=16)
+def _declared_extras(path: str, mtime_ns: int, size: int) -> dict[str, list[str]]:
+    """The optional dependencies ``path`` declares; read again once it has changed (a new
+    modification time or size)."""
+    del mtime_ns, size  # the cache key
+    with open(path, "rb") as f:
+        project = tomllib.load(f).get("project", {})
+    return dict(project.get("optional-dependencies", {}))
 
 
 def _check_extras(extras: Sequence[str], start: str) -> None:
