@@ -179,6 +179,21 @@ def test_unpicklable_process_job_is_rejected(client: LocalClient) -> None:
         client.submit(req(lambda: lock, isolation="process"))
 
 
+def test_a_refused_submit_gives_back_the_thread_it_woke() -> None:
+    """A submit wakes a job thread before it records the job; refused after that (here: the
+    payload cannot be pickled), it must give the thread back, or a one-thread client would
+    never run another job."""
+    lock = threading.Lock()
+    one = LocalClient(max_threads=1)
+    try:
+        for _ in range(3):
+            with pytest.raises(InvalidRequestError, match="must be picklable"):
+                one.submit(req(lambda: lock, isolation="process"))
+        assert one.submit(req(add, 1, 2)).result(timeout=30) == 3
+    finally:
+        one.shutdown(wait=False)  # not joining a thread that may be stuck
+
+
 def test_thread_isolation_conflicts_are_errors(client: LocalClient) -> None:
     with pytest.raises(InvalidRequestError, match="env vars need a process"):
         client.submit(

@@ -54,7 +54,7 @@ from fray.local._processes import (
     stop_replicas,
     write_payload,
 )
-from fray.local._threads import JobThreads, Terminated, attempt_thread, inject_stop
+from fray.local._threads import JobThreads, Reserved, Terminated, attempt_thread, inject_stop
 
 __all__ = ["LocalClient"]
 
@@ -206,6 +206,20 @@ class LocalClient(BaseClient):
         self._check_open()
         process = self._needs_process(request)
         self._check_packages(request)
+        # A thread is woken now and waits for the job: its wake-up overlaps the rest.
+        turn: Reserved | None = None
+        try:
+            turn = self._pool.reserve()
+            job = self._new_job(request, process)
+        except BaseException:
+            if turn is not None:
+                turn.give(None)
+            raise
+        turn.give(self._run_job, job, process)
+        return LocalJobHandle(job)
+
+    def _new_job(self, request: JobRequest, process: bool) -> LocalJob:
+        """The job's record, in the history (and its parent's children)."""
         parent = current_job.get()
         if parent is not None and parent.client is not self:
             parent = None
@@ -222,8 +236,7 @@ class LocalClient(BaseClient):
             if parent is not None:
                 with parent.lock:
                     parent.children.append(job)
-        self._pool.submit(self._run_job, job, process)
-        return LocalJobHandle(job)
+        return job
 
     def get_job(self, job_id: str) -> LocalJobHandle:
         """A handle to a job of this client, by id."""

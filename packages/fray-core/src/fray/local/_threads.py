@@ -18,7 +18,7 @@ from fray.local._jobs import LocalJob, Replica, current_job, current_task_index
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["JobThreads", "Terminated", "attempt_thread", "inject_stop"]
+__all__ = ["JobThreads", "Reserved", "Terminated", "attempt_thread", "inject_stop"]
 
 
 class Terminated(BaseException):
@@ -36,6 +36,30 @@ def inject_stop(thread_id: int) -> None:
 
 def _deliver_pending() -> None:
     """A Python call: an exception injected into the calling thread is raised here."""
+
+
+class Reserved:
+    """A thread's turn whose work is given after the turn was queued (see
+    :meth:`JobThreads.reserve`)."""
+
+    __slots__ = ("_given", "_work")
+
+    def __init__(self) -> None:
+        self._work: tuple[Callable[..., None], tuple[Any, ...]] | None = None
+        self._given = threading.Lock()
+        self._given.acquire()
+
+    def give(self, fn: Callable[..., None] | None, *args: Any) -> None:
+        """The work for the turn (``None``: nothing, the caller gave up)."""
+        if fn is not None:
+            self._work = (fn, args)
+        self._given.release()
+
+    def run(self) -> None:
+        self._given.acquire()  # at once unless the caller is still preparing the work
+        work, self._work = self._work, None
+        if work is not None:
+            work[0](*work[1])
 
 
 class JobThreads:
@@ -73,6 +97,14 @@ class JobThreads:
                 )
                 self._threads.append(thread)
                 thread.start()
+
+    def reserve(self) -> Reserved:
+        """Wakes a thread (or queues a turn) for work given later with
+        :meth:`Reserved.give`: the thread's wake-up, tens of microseconds, overlaps the
+        caller's remaining bookkeeping. The work must always be given (``None``: none)."""
+        reserved = Reserved()
+        self.submit(reserved.run)
+        return reserved
 
     def _run(self) -> None:
         while True:
