@@ -263,7 +263,6 @@ import ray
 from fray import Entrypoint, EnvironmentConfig, JobRequest
 from fray.errors import InvalidRequestError
 from fray_ray import RayClient
-from fray_ray_placement_support import first_reason, hold_cpus
 
 ray.init(address=sys.argv[1], runtime_env={"py_executable": sys.executable})
 client = RayClient(namespace="py-executable")
