@@ -370,6 +370,60 @@ def test_a_resubmitted_request_runs_under_the_id_its_handle_reports(client: RayC
     assert client._launcher.prepared(request).bound_remotes  # pyright: ignore[reportPrivateUsage]
 
 
+def placement() -> tuple[str | None, dict[str, float], str]:
+    context = ray.get_runtime_context()
+    return own_job_id(), context.get_assigned_resources(), context.get_node_id()
+
+
+def direct_of(client: RayClient, request: JobRequest) -> Any:
+    """The resubmitted request's ``fray_ray._direct.DirectTask``."""
+    (found,) = client._launcher.prepared(request).bound_remotes.values()  # pyright: ignore[reportPrivateUsage]
+    return found[0]
+
+
+def test_a_resubmitted_request_goes_to_the_core_worker_as_the_same_task(
+    client: RayClient,
+) -> None:
+    # The third submission on skips RemoteFunction.remote(): the task must be the one
+    # remote() makes (same resources, labels, retries), under the id its handle reports.
+    request = JobRequest(
+        name="direct",
+        entrypoint=Entrypoint.from_callable(placement),
+        resources=ResourceConfig(cpu=2, ram="64M", preemptible=False),
+    )
+    runs = []
+    for _ in range(4):
+        handle = client.submit(request)
+        runs.append((handle.job_id, handle.result(timeout=120)))
+    assert direct_of(client, request).direct
+    head = runs[0][1][2]
+    for job_id, (own_id, resources, node) in runs:
+        assert own_id == job_id
+        assert resources == {"CPU": 2.0, "memory": 64 * 2**20, "head_node": 0.001}
+        assert node == head
+    labelled = JobRequest(
+        name="direct-labelled",
+        entrypoint=Entrypoint.from_callable(placement),
+        resources=ResourceConfig(cpu=1, regions=[REGION]),
+    )
+    nodes = {client.submit(labelled).result(timeout=120)[2] for _ in range(4)}
+    assert direct_of(client, labelled).direct
+    assert len(nodes) == 1 and nodes != {head}  # the labelled node, every time
+
+
+def test_where_ray_takes_other_parameters_resubmissions_go_through_remote(
+    client: RayClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fray_ray._direct as direct_module
+
+    monkeypatch.setattr(direct_module, "_PARAMETERS", (*direct_module._PARAMETERS, "new"))  # pyright: ignore[reportPrivateUsage]
+    request = JobRequest(name="plain", entrypoint=Entrypoint.from_callable(own_job_id))
+    for _ in range(4):
+        handle = client.submit(request)
+        assert handle.result(timeout=120) == handle.job_id
+    assert not direct_of(client, request).direct
+
+
 def test_a_request_changed_after_it_ran_runs_as_changed(client: RayClient) -> None:
     # Requests can be changed after they are made; a resubmitted one is prepared again, so
     # its id (a '/' in the name is escaped there) and its function's agree.

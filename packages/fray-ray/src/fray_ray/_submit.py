@@ -17,6 +17,7 @@ from fray_ray._book import JobBook
 from fray_ray._callable import CallableJob, cancel_refs
 from fray_ray._command import CommandJob, submit_options
 from fray_ray._convert import HEAD_NODE_RESOURCE, RAY, task_options
+from fray_ray._direct import DirectTask
 from fray_ray._environ import current_job
 from fray_ray._handles import RayJobHandle
 from fray_ray._host import LIFETIME_GROUP, host_class
@@ -81,7 +82,8 @@ class RemoteParts:
 class Prepared:
     """A callable request made ready for Ray once: its task options, the env vars the
     wrapper sets, the pickled entrypoint and, once it is submitted again, a function
-    exported with all of that bound in (one per submitting parent)."""
+    exported with all of that bound in (one per submitting parent), submitted straight
+    through Ray's core worker after its first call (``fray_ray._direct.DirectTask``)."""
 
     MAX_BOUND = 64  # exported functions per client: each stays in the GCS for the session
 
@@ -100,7 +102,7 @@ class Prepared:
         self.payload = payload
         self.remote = execute.options(**options)
         self.uses = 0
-        self.bound_remotes: dict[str | None, tuple[Any, int]] = {}
+        self.bound_remotes: dict[str | None, tuple[DirectTask, int]] = {}
         self.parts = (self.remote, tuple(env.items()), payload)  # what a CallableJob takes
 
     def bound(self, launcher: Launcher, parent: str | None) -> tuple[Any, int] | None:
@@ -121,7 +123,7 @@ class Prepared:
         context = (book.namespace, book.registry_name, book.echo_logs, tuple(self.env.items()))
         name = self.request.name
         function = bound(launcher.client_for, self.payload, name, parent, context, salt)
-        remote = ray.remote(max_retries=0)(function).options(**self.options)
+        remote = DirectTask(ray.remote(max_retries=0)(function), self.options)
         found = self.bound_remotes[parent] = (remote, salt)
         return found
 
