@@ -75,22 +75,67 @@ def test_set_values_reach_os_environ_the_c_environment_and_subprocesses(env: _En
     assert env.get("FRAY_ENVTEST_JOB") is None
 
 
-def test_a_new_value_every_job_keeps_only_the_current_one(env: _Environment):
-    # A fresh variable (a new value every job) is set from one string the environment
-    # points into, dropped once it is unset: the values of earlier jobs are not kept
-    # anywhere (glibc's setenv would keep every one of them).
+def test_a_new_value_every_job_is_written_into_one_slot_and_nothing_is_kept(
+    env: _Environment,
+):
+    # A variable the process did not have lives in a string the environment points into,
+    # given each job's value in place and hidden after it: no copy of any value is kept
+    # (glibc's setenv would keep every one of them) and the C library is not called again.
     for i in range(2_000):
         undo = env.swap([("FRAY_ENVTEST_JOB", f"noop-{i:08x}"), ("FRAY_ENVTEST_OTHER", "0")])
         assert c_getenv("FRAY_ENVTEST_JOB") == f"noop-{i:08x}"
-        owned = env._owned  # pyright: ignore[reportPrivateUsage]
-        assert list(owned) == [b"FRAY_ENVTEST_JOB"]
-        if i == 0:  # the environment points into the string kept here, not into a copy
-            assert c_getenv_address("FRAY_ENVTEST_JOB") == address_of(
-                owned[b"FRAY_ENVTEST_JOB"]
-            ) + len(b"FRAY_ENVTEST_JOB=")
+        slots = env._slots  # pyright: ignore[reportPrivateUsage]
+        assert set(slots) == {b"FRAY_ENVTEST_JOB", b"FRAY_ENVTEST_OTHER"}
+        if i == 0:
+            first = {key: slot.address() for key, slot in slots.items() if slot}
+        for key, slot in slots.items():
+            assert slot is not None and slot.address() == first[key]
+            assert c_getenv_address(key.decode()) == first[key] + len(key) + 1
         env.restore(undo)
+        assert c_getenv("FRAY_ENVTEST_JOB") is None and "FRAY_ENVTEST_JOB" not in os.environ
         assert not env._owned  # pyright: ignore[reportPrivateUsage]
-    assert c_getenv("FRAY_ENVTEST_JOB") is None
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": None, "FRAY_ENVTEST_OTHER": None}
+
+
+def test_a_value_too_long_for_its_slot_is_set_and_restored_the_ordinary_way(
+    env: _Environment,
+):
+    long = "x" * 1_000
+    undo = env.swap([("FRAY_ENVTEST_JOB", "short")])
+    env.restore(undo)
+    undo = env.swap([("FRAY_ENVTEST_JOB", long), ("FRAY_ENVTEST_OTHER", long)])
+    assert c_getenv("FRAY_ENVTEST_JOB") == long and c_getenv("FRAY_ENVTEST_OTHER") == long
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": long, "FRAY_ENVTEST_OTHER": long}
+    env.restore(undo)
+    assert c_getenv("FRAY_ENVTEST_JOB") is None and c_getenv("FRAY_ENVTEST_OTHER") is None
+    assert not env._owned  # pyright: ignore[reportPrivateUsage]
+    undo = env.swap([("FRAY_ENVTEST_JOB", "short again")])  # the slot serves again
+    assert c_getenv("FRAY_ENVTEST_JOB") == "short again"
+    env.restore(undo)
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": None, "FRAY_ENVTEST_OTHER": None}
+
+
+def test_a_job_that_sets_or_removes_a_variable_itself_leaves_nothing_behind(
+    env: _Environment,
+):
+    undo = env.swap([("FRAY_ENVTEST_JOB", "job-1"), ("FRAY_ENVTEST_OTHER", "x")])
+    os.environ["FRAY_ENVTEST_JOB"] = "set by the job"
+    del os.environ["FRAY_ENVTEST_OTHER"]
+    env.restore(undo)
+    assert c_getenv("FRAY_ENVTEST_JOB") is None and c_getenv("FRAY_ENVTEST_OTHER") is None
+    assert "FRAY_ENVTEST_JOB" not in os.environ and "FRAY_ENVTEST_OTHER" not in os.environ
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": None, "FRAY_ENVTEST_OTHER": None}
+    undo = env.swap([("FRAY_ENVTEST_JOB", "job-2"), ("FRAY_ENVTEST_OTHER", "y")])
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": "job-2", "FRAY_ENVTEST_OTHER": "y"}
+    env.restore(undo)
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": None, "FRAY_ENVTEST_OTHER": None}
+    # Set between jobs (through os.environ): the job's value replaces it, then it comes back.
+    os.environ["FRAY_ENVTEST_JOB"] = "between jobs"
+    undo = env.swap([("FRAY_ENVTEST_JOB", "job-3")])
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": "job-3"}
+    env.restore(undo)
+    assert c_getenv("FRAY_ENVTEST_JOB") == "between jobs"
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": "between jobs"}
 
 
 def test_a_value_the_process_had_comes_back(env: _Environment):
@@ -133,3 +178,18 @@ def test_names_and_values_the_environment_cannot_hold_are_refused_and_nothing_st
         env.swap([("FRAY_ENVTEST_JOB", "job-3"), ("FRAY=ENVTEST", "x")])
     assert c_getenv("FRAY_ENVTEST_JOB") is None and "FRAY_ENVTEST_JOB" not in os.environ
     assert c_getenv("FRAY_ENVTEST_OTHER") is None and not env._owned  # pyright: ignore[reportPrivateUsage]
+    assert inherited(*NAMES) == {"FRAY_ENVTEST_JOB": None, "FRAY_ENVTEST_OTHER": None}
+
+
+def test_a_swap_within_a_swap_restores_both(env: _Environment):
+    outer = env.swap([("FRAY_ENVTEST_JOB", "outer")])
+    inner = env.swap([("FRAY_ENVTEST_JOB", "inner")])
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": "inner"}
+    env.restore(inner)
+    assert c_getenv("FRAY_ENVTEST_JOB") == "outer" and os.environ["FRAY_ENVTEST_JOB"] == "outer"
+    env.restore(outer)
+    assert c_getenv("FRAY_ENVTEST_JOB") is None and "FRAY_ENVTEST_JOB" not in os.environ
+    undo = env.swap([("FRAY_ENVTEST_JOB", "after")])
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": "after"}
+    env.restore(undo)
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": None}
