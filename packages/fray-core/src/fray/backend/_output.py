@@ -198,6 +198,15 @@ class _Router(io.TextIOBase):
             sink[0].write(text)
             if not sink[1]:
                 return len(text)
+        elif not text:
+            return 0
+        elif not self._partial and text[-1] == "\n":
+            # Whole lines from a thread with nothing pending (no thread has anything
+            # pending, and only a thread adds its own): straight through. A Ray worker
+            # writes its task-name marker to both streams before every task.
+            with _write_lock:
+                self._target.write(text)
+            return len(text)
         self._write_lines(text)
         return len(text)
 
