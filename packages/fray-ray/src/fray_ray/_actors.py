@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from fray import JobStatus
 from fray.backend import ActorMember, BaseActorGroup
@@ -41,6 +41,15 @@ def _translate_call_error(exc: BaseException, name: str) -> BaseException:
     return actor_error(exc, f"actor {name}")
 
 
+def _raise_call_error(exc: Exception, name: str) -> NoReturn:
+    """Raises what a failed call's ``ray.get`` error means: the method's own exception, or
+    Fray's for a dead or unreachable actor."""
+    translated = _translate_call_error(exc, name)
+    if translated is exc:
+        raise exc
+    raise translated from (None if translated is getattr(exc, "cause", None) else exc)
+
+
 class RayActorFuture:
     """The pending result of an actor call (an ``ObjectRef`` underneath)."""
 
@@ -57,10 +66,7 @@ class RayActorFuture:
         try:
             return ray.get(self._ref, timeout=timeout)
         except Exception as exc:
-            translated = _translate_call_error(exc, self._name)
-            if translated is exc:
-                raise
-            raise translated from (None if translated is getattr(exc, "cause", None) else exc)
+            _raise_call_error(exc, self._name)
 
     def done(self) -> bool:
         """Whether the call has finished."""
@@ -85,16 +91,19 @@ class RayActorMethod:
 
     def remote(self, *args: Any, **kwargs: Any) -> RayActorFuture:
         """Starts the call and returns at once."""
-        actor = self._handle._resolve()
+        return RayActorFuture(self._start(args, kwargs), self._handle.name)
+
+    def _start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        handle = self._handle
+        actor = handle._actor or handle._resolve()
         try:
-            ref = getattr(actor, self._method).remote(*args, **kwargs)
+            return getattr(actor, self._method).remote(*args, **kwargs)
         except AttributeError:
             raise AttributeError(
-                f"actor {self._handle.name} has no public method {self._method!r}"
+                f"actor {handle.name} has no public method {self._method!r}"
             ) from None
         except Exception as exc:
-            raise _translate_call_error(exc, self._handle.name) from exc
-        return RayActorFuture(ref, self._handle.name)
+            raise _translate_call_error(exc, handle.name) from exc
 
     def submit(self, *args: Any, **kwargs: Any) -> RayActorFuture:
         """A long-running call: on Ray the same as :meth:`remote` (Ray keeps the call
@@ -102,8 +111,14 @@ class RayActorMethod:
         return self.remote(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Calls and waits for the result."""
-        return self.remote(*args, **kwargs).result()
+        """Calls and waits for the result (``remote(...).result()`` without the future)."""
+        import ray
+
+        ref = self._start(args, kwargs)
+        try:
+            return ray.get(ref)
+        except Exception as exc:
+            _raise_call_error(exc, self._handle.name)
 
 
 class RayActorHandle:

@@ -16,7 +16,13 @@ import threading
 from typing import Any
 
 from fray import ActorContext
-from fray.backend import ShutdownEvent, bind_actor, bind_client, unbind_actor, unbind_client
+from fray.backend import (
+    ShutdownEvent,
+    bind_actor,
+    bind_actor_call,
+    bind_client,
+    unbind_actor,
+)
 from fray.errors import ActorDiedError
 from fray_ray._actors import RayActorHandle
 from fray_ray._worker import ClientFor
@@ -50,10 +56,12 @@ class ActorHost:
         self._client = client_for(namespace, registry)
         self._name = name
         self._ended = threading.Event()
+        self._ending = False  # ``_ended`` is set (read by every call, without a method call)
         self._exit: SystemExit | None = None
         self._context = ActorContext(
             RayActorHandle(name, namespace), index, group, ShutdownEvent(self._on_end, name)
         )
+        self._binding = (self._client, self._context)  # what a call binds
         bind_client(self._client)
         self._init_error: BaseException | None = None
         token = bind_actor(self._context)
@@ -81,8 +89,12 @@ class ActorHost:
             return ("succeeded", None)
         return ("failed", f"{type(failure).__name__}: {failure}")
 
-    def _on_end(self) -> None:
+    def _end(self) -> None:
+        self._ending = True
         self._ended.set()
+
+    def _on_end(self) -> None:
+        self._end()
         failure = self._context.failure
         if failure is None:
             return  # takes no more calls; its group stops it once it has seen the end
@@ -97,13 +109,13 @@ _RESERVED = frozenset(("fray_ready", "fray_lifetime", "fray_dunder_call"))
 
 
 def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Runs the user's ``method`` with the actor's context set."""
+    """Runs the user's ``method`` with the actor's context set (the client and the actor
+    bound with one ``set``: this runs for every call)."""
     if host._init_error is not None:
         raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
-    if host._ended.is_set():
+    if host._ending:
         raise ActorDiedError(f"actor {host._name} has ended (its shutdown_event is set)")
-    token = bind_actor(host._context)
-    client_token = bind_client(host._client)
+    token = bind_actor_call(host._binding)
     try:
         return getattr(host._instance, method)(*args, **kwargs)
     except SystemExit as exc:
@@ -113,11 +125,10 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
         from ray.actor import exit_actor
 
         host._exit = exc
-        host._ended.set()
+        host._end()
         exit_actor()
         raise
     finally:
-        unbind_client(client_token)
         unbind_actor(token)
 
 
