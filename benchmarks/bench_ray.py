@@ -27,31 +27,38 @@ TARGET = 0.95  # DESIGN.md: RayClient actor call / callable job >= 0.95x raw thr
 
 # What a Fray job costs on top of a Ray task (measured on a 2-core machine: per-thread CPU
 # from /proc schedstat for the driver and the workers, and the wrapper's steps timed inside
-# the worker while four workers share the two cores). A plain Ray task costs ~470-550 us of
-# worker CPU and ~220 us of driver CPU here. The job wrapper adds ~35 us in the worker:
-# the job id from the Ray task id ~10 us, setting the job's identity and device variables
-# ~20 us (the first C library call of a job walks an environment the other processes have
-# pushed out of the cache) and restoring them ~6 us. Run in a loop inside one task, the
-# same wrapper costs 5 us: the rest is cache misses, as the cores switch between seven busy
-# processes. The driver's main thread adds ~8 us per submit and ~9 us per job to wait for
-# 200 in flight (the job record and handle, the id, batched settling).
-# Split by side, for the batch row (200 jobs, medians of 70 alternating rounds): Fray's
-# worker function under a raw ray.get ~0.94-0.98x, Fray's driver with a bare function
-# ~0.95-0.96x, both ~0.90-0.92x. With num_cpus=2 (Ray's default here) instead of 4: the same
-# 0.90x, so oversubscribing the cores is not the cause.
-# Garbage collection: raw Ray's batch leaves nothing for the collector (no collection in
-# 20,000 jobs). A submitted Fray job adds 4 tracked objects (its record, lock, handle and
-# Ray ref; 6.25 before its done flag, refs list and watcher entry were shared or made
-# plain, plus a tuple per job while a waiter fetched them): young collections per 200-job
-# batch went from 1.8 to 0.9. Finished records stay in the history, so each is promoted
-# once: one full collection (~70-80 ms here) per ~20,000 jobs, ~3.5 us per job.
-# With 200 jobs in flight the run is CPU-bound (driver, workers, raylet and GCS share two
-# cores), so that work shows up in full, about 8% of a Ray task's CPU. Single repeats
-# swing by +-10% on this machine (with the garbage collector off too), hence the rounds.
+# the worker while four workers share the two cores). A plain Ray task here costs ~300-370
+# us of CPU in the worker's main thread (Ray's own task execution) and ~60-80 us in the
+# driver's. Everything Fray adds runs cold: the cores switch between seven busy processes,
+# so each step costs about ten times what it costs in a loop (a Python call ~1 us).
+# - Driver: a resubmitted request's task goes straight to Ray's core worker
+#   (fray_ray._direct): RemoteFunction.remote() works its options out on every call, ~25 us
+#   of a ~65 us submission. With that, Fray's submit + bookkeeping cost about what
+#   remote() saves: the driver's CPU per job is within a few us of raw Ray's.
+# - Worker: the wrapper adds ~20-30 us (was ~35): reading the task id for the job id,
+#   setting and clearing three identity variables (now written in place into strings the
+#   C environment points into: the setenv/unsetenv calls were ~10 us), binding the client
+#   and routing print. Ray writes a task-name marker to stdout and stderr before every task;
+#   Fray's print router now lets those through without its line bookkeeping.
+# - Garbage collection: a finished job's record stays in the client's history (10,000
+#   jobs), so each is promoted once: in 20,000 jobs 91 young, 8 middle and 1 full collection
+#   (94 ms), ~6 us per job on average, all of it in one pause (a repeat that has it reads
+#   ~5% lower). Raw Ray's loop makes nothing for the collector.
+# - Actor calls: a Fray actor has a concurrency group (its lifetime call must not wait
+#   behind the user's calls), and Ray runs every call of such an actor on a thread of its
+#   pool: measured raw-vs-raw, that alone costs ~5% of the call rate.
+# Single repeats swing by +-10% on this machine (raw against raw: 0.97-1.10), hence the
+# alternating rounds and the median.
+_ACTOR_MISS = (
+    "a Fray actor has a concurrency group (for its lifetime call), and Ray runs every call "
+    "of such an actor on a pool thread: ~5% of raw Ray's call rate by itself (a raw actor "
+    "with a group against one without: 0.95); see the module's notes"
+)
 _BATCH_MISS = (
     "CPU-bound on this machine: the driver, four workers, the raylet and the GCS share two "
-    "cores, and a Fray job's own work (~35 us in the worker, ~17 us in the driver) adds "
-    "about 5-8% to a Ray task's CPU; see the module's notes"
+    "cores, and a Fray job's own work (~20-30 us in the worker, a full garbage collection "
+    "every ~20,000 jobs in the driver) adds a few percent to a Ray task's CPU; see the "
+    "module's notes"
 )
 
 
@@ -173,7 +180,11 @@ def run(repeats: int = 5) -> list[dict[str, Any]]:
             for _ in range(calls):
                 fray_actor.ping()
 
-        rows.append(_compare("ray: sync actor call", raw_calls, fray_calls, calls, repeats))
+        rows.append(
+            _compare(
+                "ray: sync actor call", raw_calls, fray_calls, calls, repeats, explain=_ACTOR_MISS
+            )
+        )
 
         jobs = 50
 
