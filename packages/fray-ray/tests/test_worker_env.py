@@ -193,3 +193,14 @@ def test_a_swap_within_a_swap_restores_both(env: _Environment):
     assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": "after"}
     env.restore(undo)
     assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": None}
+
+
+def test_a_swap_within_a_swap_that_unsets_the_variable_restores_both(env: _Environment):
+    outer = env.swap([("FRAY_ENVTEST_JOB", "outer")])
+    inner = env.swap([("FRAY_ENVTEST_JOB", None)])
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": None}
+    env.restore(inner)
+    assert c_getenv("FRAY_ENVTEST_JOB") == "outer" and os.environ["FRAY_ENVTEST_JOB"] == "outer"
+    env.restore(outer)
+    assert c_getenv("FRAY_ENVTEST_JOB") is None and "FRAY_ENVTEST_JOB" not in os.environ
+    assert inherited("FRAY_ENVTEST_JOB") == {"FRAY_ENVTEST_JOB": None}

@@ -143,6 +143,7 @@ class _Environment:
                 old = data.get(key)
                 if value is None:
                     if old is not None:
+                        self._release(key)
                         os.unsetenv(key)
                         del data[key]
                         self._owned.pop(key, None)
@@ -164,11 +165,8 @@ class _Environment:
                         continue
                 elif raw == old:
                     continue
-                elif (shown := slots.get(key)) is not None and shown.value is not None:
-                    # Set again while a slot shows it (a swap within a swap): the C library
-                    # replaces the slot's entry, so the slot is out of the environment.
-                    shown.value = None
-                    del slots[key]
+                else:
+                    self._release(key)
                 if key in self._fresh:
                     self._put(key, raw)
                 else:
@@ -218,6 +216,14 @@ class _Environment:
     def _key(self, name: str) -> bytes:
         key = self._keys[name] = name.encode(*self._encoding)
         return key
+
+    def _release(self, key: bytes) -> None:
+        """Before the C library sets or unsets ``key`` (a swap within a swap): a slot that
+        shows it is replaced or removed there, so it is out of the environment."""
+        shown = self._slots.get(key)
+        if shown is not None and shown.value is not None:
+            shown.value = None
+            del self._slots[key]
 
     def _attach(self, key: bytes) -> _Slot | None:
         """A new slot for ``key`` (which the process does not have), put in the C
