@@ -36,11 +36,6 @@ def c_getenv_address(name: str) -> int | None:
     return getenv(name.encode())
 
 
-def address_of(data: bytes) -> int:
-    """Where a bytes object's characters are (CPython)."""
-    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
-
-
 def inherited(*names: str) -> dict[str, str | None]:
     """The variables as a subprocess started now inherits them."""
     code = "import json, os, sys; print(json.dumps({n: os.environ.get(n) for n in sys.argv[1:]}))"

@@ -95,7 +95,7 @@ class RayActorMethod:
 
     def _start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         handle = self._handle
-        actor = handle._actor or handle._resolve()
+        actor = handle._resolve()
         try:
             return getattr(actor, self._method).remote(*args, **kwargs)
         except AttributeError:
