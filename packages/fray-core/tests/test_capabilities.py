@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from fray import Entrypoint, EnvironmentConfig, JobRequest, ResourceConfig, TpuConfig
-from fray.backend import capabilities_of, known_targets
+from fray.backend import capabilities_of
+from fray.backend._capabilities import known_targets
 from fray.errors import InvalidRequestError
 
 _ROOT = Path(__file__).resolve().parents[3]

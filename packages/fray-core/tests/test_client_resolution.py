@@ -14,12 +14,10 @@ from fray import (
     BackendUnavailableError,
     InvalidRequestError,
     LocalClient,
-    client_from_spec,
     current_client,
-    parse_client_spec,
-    register_backend,
     set_current_client,
 )
+from fray.backend import ClientSpec, client_from_spec, parse_client_spec, register_backend
 
 
 @pytest.mark.parametrize(
@@ -73,8 +71,13 @@ def test_local_spec_params() -> None:
         assert isinstance(client, LocalClient) and client.max_threads == 3
     finally:
         client.shutdown()
-    with pytest.raises(InvalidRequestError, match=r"FRAY_CLIENT_SPEC.threads: 'zero'"):
+    with pytest.raises(InvalidRequestError, match=r"client_from_spec.spec.threads: 'zero'"):
         client_from_spec("local?threads=zero")
+    with pytest.raises(InvalidRequestError, match=r"--spec.threads: 'zero'"):
+        client_from_spec("local?threads=zero", "--spec")
+    for bad in (None, 123, b"local"):
+        with pytest.raises(InvalidRequestError, match=r"client_from_spec.spec: "):
+            client_from_spec(bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidRequestError, match="must be an integer >= 1"):
         client_from_spec("local?threads=0")
     with pytest.raises(InvalidRequestError, match="unknown parameter 'workers'"):
@@ -89,7 +92,8 @@ def test_missing_backend_gives_exact_install_line() -> None:
         """
         import sys
         sys.modules["fray_iris"] = None  # as if fray-iris were not installed
-        from fray import client_from_spec, BackendUnavailableError
+        from fray import BackendUnavailableError
+        from fray.backend import client_from_spec
         try:
             client_from_spec("iris://127.0.0.1:1")
         except BackendUnavailableError as err:
@@ -113,9 +117,9 @@ def test_skeleton_backend_is_unavailable_not_fake() -> None:
 
 
 def test_register_backend_and_entry() -> None:
-    made: list[fray.ClientSpec] = []
+    made: list[ClientSpec] = []
 
-    def factory(spec: fray.ClientSpec) -> LocalClient:
+    def factory(spec: ClientSpec) -> LocalClient:
         made.append(spec)
         return LocalClient()
 
@@ -167,9 +171,10 @@ def test_iris_context_without_fray_iris_falls_back(
     monkeypatch.setenv("IRIS_CONTROLLER_ADDRESS", "http://127.0.0.1:1")
     monkeypatch.setenv("IRIS_TASK_ID", "/u/job/0")
     monkeypatch.setitem(sys.modules, "fray_iris", None)
+    monkeypatch.setattr(fray._client, "_contexts", None)  # the hooks are read once: again
     client = current_client()
     assert isinstance(client, LocalClient)
-    assert "running inside an Iris job" in caplog.text
+    assert "iris backend's context check could not be loaded" in caplog.text
 
 
 def test_ray_only_when_initialised(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,12 +23,9 @@ from fray import (
     LocalClient,
     ResourceConfig,
     TpuConfig,
-    client_from_spec,
-    create_environment,
-    parse_client_spec,
-    parse_memory,
 )
-from fray._types import GPU_TYPES
+from fray._types import GPU_TYPES, create_environment, parse_memory
+from fray.backend import client_from_spec, parse_client_spec
 
 FUZZ = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None

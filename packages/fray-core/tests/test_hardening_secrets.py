@@ -29,8 +29,8 @@ from fray import (
     JobStatus,
     LocalClient,
     ResourceConfig,
-    create_environment,
 )
+from fray._types import create_environment
 
 DEADLINE_S = 60.0
 SECRET = "s3cr3t-Vfj29xQ"  # distinctive: appears nowhere by accident

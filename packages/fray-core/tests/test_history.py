@@ -19,7 +19,7 @@ from fray import (
     JobStatus,
     LocalClient,
 )
-from fray.backend import DEFAULT_JOB_HISTORY, JobHistory, job_history_limit
+from fray.backend._client import DEFAULT_JOB_HISTORY, job_history_limit
 from fray.environment_variables import FRAY_JOB_HISTORY
 
 
@@ -67,33 +67,6 @@ def test_a_bad_grace_period_is_refused_when_the_client_is_made(
     monkeypatch.setenv("FRAY_TERMINATE_GRACE_S", grace)
     with pytest.raises(InvalidRequestError, match="FRAY_TERMINATE_GRACE_S.*seconds >= 0"):
         LocalClient()
-
-
-def test_history_drops_the_oldest_finished_and_never_an_unfinished_job() -> None:
-    history: JobHistory[str] = JobHistory(limit=2)
-    for name in "abcde":
-        history.add(name, name.upper())
-    history.finished("b")
-    history.finished("a")
-    history.finished("d")  # three finished, limit 2: "b" (the first to finish) goes
-    assert list(history) == ["a", "c", "d", "e"]
-    assert list(history.running) == ["c", "e"]
-    history.finished("d")  # a second report changes nothing
-    history.finished("unknown")
-    assert history.values() == ["A", "C", "D", "E"]
-    assert history.get("b") is None and "b" not in history
-    assert "a" in history and history.get("a") == "A"
-    assert len(history) == 4
-    message = history.not_found("b", "TestClient")
-    assert "'b'" in message and "last 2 finished" in message and FRAY_JOB_HISTORY in message
-
-
-def test_a_zero_limit_keeps_only_unfinished_jobs() -> None:
-    history: JobHistory[int] = JobHistory(limit=0)
-    history.add("x", 1)
-    history.add("y", 2)
-    history.finished("x")
-    assert list(history) == ["y"] and list(history.running) == ["y"]
 
 
 def test_local_client_keeps_unfinished_jobs_and_the_last_finished(
@@ -154,17 +127,3 @@ def test_an_idle_job_thread_does_not_keep_its_last_job(monkeypatch: pytest.Monke
         gc.collect()
         # No later job takes the thread that ran it: it must have let go all the same.
         assert freed.wait(10)
-
-
-def test_an_id_that_runs_again_is_not_dropped_for_its_earlier_end() -> None:
-    # Iris reuses a finished job's name, and so its id: the job runs again, and its earlier
-    # end must not count against it.
-    history: JobHistory[str] = JobHistory(limit=1)
-    history.add("a", "first a")
-    history.finished("a")
-    history.add("a", "second a")  # submitted again under the same id
-    history.add("b", "b")
-    history.finished("b")  # one finished job kept: "b"; "a" runs
-    assert history.get("a") == "second a" and list(history.running) == ["a"]
-    history.finished("a")  # now "a" is the last to finish
-    assert list(history) == ["a"]

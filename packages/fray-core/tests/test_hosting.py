@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from fray import ActorConfig, HostedActor, current_actor
-from fray.backend import ActorServer, HostedActorHandle, host_in_process
+from fray.backend import HostedActorHandle
 from fray.backend import _wire as wire
+from fray.backend._hosting import ActorServer, host_in_process
 from fray.errors import ActorError, ActorUnavailableError, JobTimeoutError
 
 WAIT = 30.0

@@ -78,7 +78,7 @@ def test_failure_chains_the_users_exception(client: LocalClient) -> None:
     assert job.info().error == "ValueError: the data is bad"
     with pytest.raises(JobFailedError):
         job.result()
-    assert fray.JobFailed is JobFailedError
+    assert fray.errors.JobFailed is JobFailedError
 
 
 def test_command_job_logs_every_line_including_the_last(client: LocalClient) -> None:

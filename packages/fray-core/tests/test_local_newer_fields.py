@@ -19,7 +19,7 @@ from fray import (
     LocalClient,
     ResourceConfig,
 )
-from fray.backend import job_id_part, name_of_id_part
+from fray.backend._record import job_id_part
 
 
 def req(fn: Any, *args: Any, name: str = "job", **kw: Any) -> JobRequest:
@@ -91,6 +91,11 @@ def test_names_with_slashes_round_trip_through_ids(client: LocalClient, name: st
     assert client.get_job(job.job_id).job_id == job.job_id
     (listed,) = [info for info in client.list_jobs() if info.job_id == job.job_id]
     assert listed.name == name
+
+
+def name_of_id_part(part: str) -> str:
+    """The name a job id part was made from (the inverse of the escaping)."""
+    return part.replace("%2F", "/").replace("%25", "%")
 
 
 def test_id_parts_escape_exactly_slash_and_percent() -> None:

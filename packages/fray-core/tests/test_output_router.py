@@ -8,8 +8,11 @@ from __future__ import annotations
 import io
 import threading
 
-from fray.backend import restore_output, route_output
-from fray.backend._output import _Router  # pyright: ignore[reportPrivateUsage]
+from fray.backend._output import (
+    _Router,  # pyright: ignore[reportPrivateUsage]
+    restore_output,
+    route_output,
+)
 
 
 class Sink:

@@ -18,9 +18,8 @@ from fray import (
     JobStatus,
     ResourceConfig,
     TpuConfig,
-    create_environment,
-    parse_memory,
 )
+from fray._types import create_environment, parse_memory
 
 
 def noop() -> None:

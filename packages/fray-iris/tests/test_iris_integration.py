@@ -394,7 +394,7 @@ def test_done_callbacks_of_many_jobs_share_one_watching_thread(iris_client: Iris
 
 
 def test_spec_with_address_builds_an_iris_client(iris_cluster: Any) -> None:
-    client = fray.client_from_spec(f"iris://{iris_cluster.address}")
+    client = fray.backend.client_from_spec(f"iris://{iris_cluster.address}")
     try:
         assert isinstance(client, IrisClient)
         job = client.submit(
@@ -410,13 +410,13 @@ def test_spec_with_address_builds_an_iris_client(iris_cluster: Any) -> None:
 
 def test_spec_rejects_unknown_parameters(iris_cluster: Any) -> None:
     with pytest.raises(InvalidRequestError) as caught:
-        fray.client_from_spec(f"iris://{iris_cluster.address}?region=us")
+        fray.backend.client_from_spec(f"iris://{iris_cluster.address}?region=us")
     assert "region" in str(caught.value)
 
 
 def test_spec_without_address_outside_a_job_is_a_clear_error() -> None:
     with pytest.raises(InvalidRequestError) as caught:
-        fray.client_from_spec("iris")
+        fray.backend.client_from_spec("iris")
     assert "host:port" in str(caught.value)
 
 

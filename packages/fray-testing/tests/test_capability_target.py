@@ -14,9 +14,9 @@ from fray import (
     JobRequest,
     LocalClient,
     ResourceConfig,
-    client_from_spec,
 )
-from fray.backend import capabilities_of, known_targets
+from fray.backend import capabilities_of, client_from_spec
+from fray.backend._capabilities import known_targets
 from fray.errors import InvalidRequestError
 from fray_testing import FakeClient
 from fray_testing.conformance import entrypoints as ep

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import fray
+import fray.backend
 from fray import (
     ActorGroup,
     Entrypoint,
@@ -438,9 +439,9 @@ def test_kill_actor(client: FakeClient) -> None:
 
 
 def test_fake_spec_builds_a_fake_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert isinstance(fray.client_from_spec("fake"), FakeClient)
+    assert isinstance(fray.backend.client_from_spec("fake"), FakeClient)
     with pytest.raises(InvalidRequestError):
-        fray.client_from_spec("fake?threads=2")
+        fray.backend.client_from_spec("fake?threads=2")
     monkeypatch.setenv("FRAY_CLIENT_SPEC", "fake")
     with forbid_real_backends():
         assert isinstance(current_client(), FakeClient)
@@ -458,14 +459,14 @@ def test_no_real_backends_fixture(no_real_backends: None) -> None:
         current_client()
     for spec in ("local", "ray", "iris://127.0.0.1:1"):
         with pytest.raises(RealBackendError):
-            fray.client_from_spec(spec)
-    assert isinstance(fray.client_from_spec("fake"), FakeClient)
+            fray.backend.client_from_spec(spec)
+    assert isinstance(fray.backend.client_from_spec("fake"), FakeClient)
 
 
 def test_forbid_real_backends_restores_the_registry() -> None:
     with forbid_real_backends(), pytest.raises(RealBackendError):
-        fray.client_from_spec("local")
-    local = fray.client_from_spec("local")
+        fray.backend.client_from_spec("local")
+    local = fray.backend.client_from_spec("local")
     try:
         assert isinstance(local, fray.LocalClient)
     finally:

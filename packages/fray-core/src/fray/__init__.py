@@ -13,10 +13,11 @@ fsspec) load only when first used.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from fray._actor import ActorContext, HostedActor, current_actor
-from fray._client import ClientSpec, client_from_spec, parse_client_spec, register_backend
+from fray._bound import current_job_id, task_index
 from fray._wait import wait_all
 
 # Imported now, not on first use: importing a submodule binds its name in this package,
@@ -29,16 +30,13 @@ from fray.errors import (
     BackendUnavailableError,
     FrayError,
     InvalidRequestError,
-    JobAlreadyExists,
     JobAlreadyExistsError,
-    JobFailed,
     JobFailedError,
     JobNotFoundError,
     JobTimeoutError,
 )
 
 if TYPE_CHECKING:
-    from fray._compat import DeviceKind, GpuType, TpuTopologyInfo, TpuType, get_tpu_topology
     from fray._protocols import (
         ActorFuture,
         ActorGroup,
@@ -50,8 +48,6 @@ if TYPE_CHECKING:
     from fray._resources import ANY_REGION
     from fray._types import (
         ActorConfig,
-        BinaryEntrypoint,
-        CallableEntrypoint,
         CpuConfig,
         DeviceConfig,
         Entrypoint,
@@ -62,17 +58,8 @@ if TYPE_CHECKING:
         JobStatus,
         ResourceConfig,
         TpuConfig,
-        create_environment,
-        parse_memory,
     )
-    from fray.local import (
-        LocalActorHandle,
-        LocalActorMethod,
-        LocalClient,
-        LocalJobHandle,
-        current_job_id,
-        task_index,
-    )
+    from fray.local import LocalClient
 
 __version__ = "0.1.0"
 
@@ -88,23 +75,16 @@ __all__ = [
     "ActorMethod",
     "ActorUnavailableError",
     "BackendUnavailableError",
-    "BinaryEntrypoint",
-    "CallableEntrypoint",
     "Client",
-    "ClientSpec",
     "CpuConfig",
     "DeviceConfig",
-    "DeviceKind",
     "Entrypoint",
     "EnvironmentConfig",
     "FrayError",
     "GpuConfig",
-    "GpuType",
     "HostedActor",
     "InvalidRequestError",
-    "JobAlreadyExists",
     "JobAlreadyExistsError",
-    "JobFailed",
     "JobFailedError",
     "JobHandle",
     "JobInfo",
@@ -112,23 +92,12 @@ __all__ = [
     "JobRequest",
     "JobStatus",
     "JobTimeoutError",
-    "LocalActorHandle",
-    "LocalActorMethod",
     "LocalClient",
-    "LocalJobHandle",
     "ResourceConfig",
     "TpuConfig",
-    "TpuTopologyInfo",
-    "TpuType",
-    "client_from_spec",
-    "create_environment",
     "current_actor",
     "current_client",
     "current_job_id",
-    "get_tpu_topology",
-    "parse_client_spec",
-    "parse_memory",
-    "register_backend",
     "set_current_client",
     "task_index",
     "wait_all",
@@ -136,24 +105,7 @@ __all__ = [
 
 # Loaded on first use: the request types pull in pydantic, the backends much more.
 _LAZY = {
-    **dict.fromkeys(
-        (
-            "LocalActorHandle",
-            "LocalActorMethod",
-            "LocalActorHandle",
-            "LocalActorMethod",
-            "LocalClient",
-            "LocalJobHandle",
-            "LocalJobHandle",
-            "current_job_id",
-            "task_index",
-        ),
-        "fray.local",
-    ),
-    **dict.fromkeys(
-        ("DeviceKind", "GpuType", "TpuTopologyInfo", "TpuType", "get_tpu_topology"),
-        "fray._compat",
-    ),
+    "LocalClient": "fray.local",
     "ANY_REGION": "fray._resources",
     **dict.fromkeys(
         ("ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"),
@@ -162,8 +114,6 @@ _LAZY = {
     **dict.fromkeys(
         (
             "ActorConfig",
-            "BinaryEntrypoint",
-            "CallableEntrypoint",
             "CpuConfig",
             "DeviceConfig",
             "Entrypoint",
@@ -174,23 +124,55 @@ _LAZY = {
             "JobStatus",
             "ResourceConfig",
             "TpuConfig",
-            "create_environment",
-            "parse_memory",
         ),
         "fray._types",
     ),
 }
 
+# Names that moved off the top level: they keep working for one release, with a warning
+# naming their place now (see docs/migrating-from-fray-v2.md).
+_MOVED = {
+    **dict.fromkeys(("LocalActorHandle", "LocalActorMethod", "LocalJobHandle"), "fray.local"),
+    **dict.fromkeys(
+        ("ClientSpec", "client_from_spec", "parse_client_spec", "register_backend"),
+        "fray.backend",
+    ),
+    **dict.fromkeys(("JobFailed", "JobAlreadyExists"), "fray.errors"),
+    **dict.fromkeys(
+        (
+            "BinaryEntrypoint",
+            "CallableEntrypoint",
+            "DeviceKind",
+            "GpuType",
+            "TpuTopologyInfo",
+            "TpuType",
+            "create_environment",
+            "get_tpu_topology",
+            "parse_memory",
+        ),
+        "fray.types",
+    ),
+}
+
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fray' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    moved = _MOVED.get(name)
+    if moved is None:
+        raise AttributeError(f"module 'fray' has no attribute {name!r}")
+    warnings.warn(
+        f"fray.{name} moved to {moved}.{name}; import it from there (the old name goes in "
+        "the next release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(moved), name)
 
 
 def __dir__() -> list[str]:

@@ -1,28 +1,38 @@
-"""The one context variable behind ``current_client()`` and ``current_actor()``.
+"""The context variables behind ``current_client()``, ``current_actor()`` and
+``current_job_id()``.
 
-It holds a ``(client, actor context)`` pair, ``(None, None)`` where nothing is bound. One
-variable for both lets a backend bind an actor call (the actor's client and its context)
-with a single ``set`` and ``reset``: setting a context variable is the costliest step of a
-local actor call, and a second variable doubled it. Binding one half keeps the other half
-of the binding around it, so nesting reads as with two variables; tokens are undone in the
-reverse order they were taken, as every ``with`` block does.
+``bound`` holds a ``(client, actor context)`` pair, ``(None, None)`` where nothing is bound:
+one variable for both lets a backend bind an actor call (the actor's client and its context)
+with a single ``set`` and ``reset``. Binding one half keeps the other half around it, so
+nesting reads as with two variables; tokens are undone in the reverse order they were taken.
+
+``job`` holds ``(job id, replica index, record)`` while a job's code runs in this thread;
+the record is the job's :class:`fray.backend.JobRecord` where it lives in this process (a
+thread job), ``None`` elsewhere (a Ray worker). Code in a job's own process (a command, a
+process job) reads ``FRAY_JOB_ID`` and ``FRAY_TASK_INDEX`` instead.
 """
 
 from __future__ import annotations
 
 import contextvars
+import os
 from typing import TYPE_CHECKING, Any
+
+from fray.environment_variables import FRAY_JOB_ID, FRAY_TASK_INDEX
 
 if TYPE_CHECKING:
     from fray._actor import ActorContext
 
-__all__ = ["Bound", "bind_actor", "bind_client", "bound"]
+__all__ = ["Bound", "bind_actor", "bind_client", "bound", "current_job_id", "job", "task_index"]
 
 Bound = tuple[Any, "ActorContext | None"]
 """``(client, actor context)``: what ``current_client()`` (when set) and ``current_actor()``
 answer."""
 
 bound: contextvars.ContextVar[Bound] = contextvars.ContextVar("fray_bound", default=(None, None))
+job: contextvars.ContextVar[tuple[str, int, Any] | None] = contextvars.ContextVar(
+    "fray_job", default=None
+)
 
 
 def bind_client(client: Any) -> contextvars.Token[Bound]:
@@ -33,3 +43,15 @@ def bind_client(client: Any) -> contextvars.Token[Bound]:
 def bind_actor(context: ActorContext | None) -> contextvars.Token[Bound]:
     """Binds ``context``, keeping the client bound around it; returns the token."""
     return bound.set((bound.get()[0], context))
+
+
+def current_job_id() -> str | None:
+    """The id of the job running this code, or ``None`` outside a job."""
+    running = job.get()
+    return running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
+
+
+def task_index() -> int:
+    """This replica's index within its job (0 for single-replica jobs and the driver)."""
+    running = job.get()
+    return running[1] if running is not None else int(os.environ.get(FRAY_TASK_INDEX, "0"))

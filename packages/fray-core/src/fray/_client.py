@@ -21,6 +21,7 @@ __all__ = [
     "client_from_spec",
     "current_client",
     "explain_current_client",
+    "isolated_backends",
     "parse_client_spec",
     "register_backend",
     "set_current_client",
@@ -36,12 +37,14 @@ class ClientSpec:
         address: ``host:port`` after ``://``, or ``None``.
         params: The ``?key=value`` pairs.
         raw: The spec as written.
+        field: Where it was written, for error messages (``FRAY_CLIENT_SPEC``, ``--spec``).
     """
 
     scheme: str
     address: str | None
     params: dict[str, str]
     raw: str
+    field: str = FRAY_CLIENT_SPEC
 
     def param_int(self, key: str, *, minimum: int = 1) -> int | None:
         """Reads an integer parameter, or ``None`` when absent."""
@@ -54,7 +57,7 @@ class ClientSpec:
             value = None
         if value is None or value < minimum:
             raise InvalidRequestError.for_field(
-                f"{FRAY_CLIENT_SPEC}.{key}", text, f"must be an integer >= {minimum}"
+                f"{self.field}.{key}", text, f"must be an integer >= {minimum}"
             )
         return value
 
@@ -63,14 +66,14 @@ class ClientSpec:
         unknown = sorted(set(self.params) - allowed)
         if unknown:
             raise InvalidRequestError.for_field(
-                FRAY_CLIENT_SPEC,
+                self.field,
                 self.raw,
                 f"unknown parameter {unknown[0]!r} for '{self.scheme}'; "
                 f"allowed: {', '.join(sorted(allowed)) or 'none'}",
             )
         if not address and self.address is not None:
             raise InvalidRequestError.for_field(
-                FRAY_CLIENT_SPEC, self.raw, f"'{self.scheme}' takes no address"
+                self.field, self.raw, f"'{self.scheme}' takes no address"
             )
 
 
@@ -106,10 +109,11 @@ def register_backend(scheme: str, factory: Callable[[ClientSpec], Any]) -> None:
     _REGISTERED[scheme] = factory
 
 
-def parse_client_spec(spec: str) -> ClientSpec:
-    """Parses a spec string (see :data:`fray.environment_variables.FRAY_CLIENT_SPEC`)."""
+def parse_client_spec(spec: str, field: str = FRAY_CLIENT_SPEC) -> ClientSpec:
+    """Parses a spec string (see :data:`fray.environment_variables.FRAY_CLIENT_SPEC`);
+    ``field`` names where it came from in error messages."""
     if not isinstance(spec, str) or not spec.strip():
-        raise InvalidRequestError.for_field(FRAY_CLIENT_SPEC, spec, f"use one of: {SPEC_FORMS}")
+        raise InvalidRequestError.for_field(field, spec, f"use one of: {SPEC_FORMS}")
     raw = spec
     spec = spec.strip()
     rest, _, query = spec.partition("?")
@@ -117,27 +121,25 @@ def parse_client_spec(spec: str) -> ClientSpec:
         scheme, _, address = rest.partition("://")
         if not address or "/" in address:
             raise InvalidRequestError.for_field(
-                FRAY_CLIENT_SPEC, raw, "the address after '://' must be host:port"
+                field, raw, "the address after '://' must be host:port"
             )
     else:
         scheme, address = rest, None
     scheme = scheme.lower()
     if not scheme.isidentifier():
-        raise InvalidRequestError.for_field(FRAY_CLIENT_SPEC, raw, f"use one of: {SPEC_FORMS}")
+        raise InvalidRequestError.for_field(field, raw, f"use one of: {SPEC_FORMS}")
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise InvalidRequestError.for_field(
-            FRAY_CLIENT_SPEC, raw, "parameters must look like ?key=value&key2=value2"
+            field, raw, "parameters must look like ?key=value&key2=value2"
         ) from None
     params: dict[str, str] = {}
     for key, value in pairs:
         if key in params:
-            raise InvalidRequestError.for_field(
-                FRAY_CLIENT_SPEC, raw, f"parameter {key!r} is given twice"
-            )
+            raise InvalidRequestError.for_field(field, raw, f"parameter {key!r} is given twice")
         params[key] = value
-    return ClientSpec(scheme=scheme, address=address, params=params, raw=raw)
+    return ClientSpec(scheme, address, params, raw, field)
 
 
 def _entry_point(scheme: str) -> Any | None:
@@ -153,11 +155,11 @@ def _known_schemes() -> list[str]:
     from importlib.metadata import entry_points
 
     names = set(_BUILTIN) | set(_REGISTERED)
-    names |= {ep.name for ep in entry_points(group="fray.backends")}
+    names |= {ep.name for ep in entry_points(group="fray.backends") if "." not in ep.name}
     return sorted(names)
 
 
-def _load_backend(scheme: str) -> Callable[[ClientSpec], Any]:
+def _load_backend(scheme: str, field: str = FRAY_CLIENT_SPEC) -> Callable[[ClientSpec], Any]:
     if scheme in _REGISTERED:
         return _REGISTERED[scheme]
     builtin = _BUILTIN.get(scheme)
@@ -182,7 +184,7 @@ def _load_backend(scheme: str) -> Callable[[ClientSpec], Any]:
         ep = _entry_point(scheme)
         if ep is None:
             raise InvalidRequestError.for_field(
-                FRAY_CLIENT_SPEC,
+                field,
                 scheme,
                 f"unknown backend; known: {', '.join(_known_schemes())} (forms: {SPEC_FORMS})",
             )
@@ -198,10 +200,17 @@ def _load_backend(scheme: str) -> Callable[[ClientSpec], Any]:
     return build
 
 
-def client_from_spec(spec: str | ClientSpec) -> Any:
-    """Builds a new client from a spec string such as ``"local?threads=4"``."""
-    parsed = parse_client_spec(spec) if isinstance(spec, str) else spec
-    return _load_backend(parsed.scheme)(parsed)
+def client_from_spec(spec: str | ClientSpec, field: str = "client_from_spec.spec") -> Any:
+    """Builds a new client from a spec string such as ``"local?threads=4"`` (``field``
+    names it in error messages).
+
+    Raises:
+        InvalidRequestError: ``spec`` is not a spec string (or a ``ClientSpec``), or names
+            no known backend.
+        BackendUnavailableError: The backend's package is not installed.
+    """
+    parsed = spec if isinstance(spec, ClientSpec) else parse_client_spec(spec, field)
+    return _load_backend(parsed.scheme, parsed.field)(parsed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,6 +218,7 @@ def client_from_spec(spec: str | ClientSpec) -> Any:
 
 _defaults: dict[str, Any] = {}
 _defaults_lock = threading.Lock()
+_contexts: list[Callable[[], Any]] | None = None  # the backends' context hooks, read once
 
 
 @contextlib.contextmanager
@@ -225,7 +235,7 @@ def set_current_client(client: Any) -> Iterator[Any]:
 
 
 def _shared(key: str, build: Callable[[], Any]) -> Any:
-    """One client per spec per process, rebuilt if it was shut down."""
+    """One client per key per process, rebuilt if it was shut down."""
     with _defaults_lock:
         client = _defaults.get(key)
         if client is None or getattr(client, "is_shutdown", False):
@@ -234,32 +244,48 @@ def _shared(key: str, build: Callable[[], Any]) -> Any:
         return client
 
 
-def _iris_scope_client() -> Any:
-    """The client for an Iris context set with ``iris_ctx_scope`` in this process, if any.
+def _context_hooks() -> list[Callable[[], Any]]:
+    """The context hooks backends declare as ``<scheme>.context`` entry points of the
+    ``fray.backends`` group, loaded once per process. A hook looks at this process (its
+    environment, what it has imported) without importing its backend, and returns ``None``
+    or ``(key, scheme, build, why)``: a client ``build()`` makes, shared under ``key``."""
+    global _contexts
+    if _contexts is None:
+        from importlib.metadata import entry_points
 
-    Only looked for where the Iris client is already imported (whoever set a context has
-    imported it), so that ``current_client()`` never imports Iris itself.
-    """
-    module = sys.modules.get("iris.client.client")
-    if module is None or os.environ.get("IRIS_TASK_ID"):
-        return None  # inside an Iris job the job's own context is used (below)
-    get_context = getattr(module, "get_iris_ctx", None)
-    context = get_context() if callable(get_context) else None
-    raw = getattr(context, "client", None)
-    if raw is None:
-        return None
-    try:
-        import fray_iris
-    except ImportError:
-        import logging  # only on this path: keeps `import fray` cheap
+        hooks: list[Callable[[], Any]] = []
+        for ep in entry_points(group="fray.backends"):
+            if ep.name.endswith(".context"):
+                try:
+                    hooks.append(ep.load())
+                except ImportError as err:
+                    import logging  # only on this path: keeps `import fray` cheap
 
-        logging.getLogger("fray").warning(
-            "an Iris context is set, but fray-iris is not installed; using the local backend"
-        )
-        return None
-    # One client per wrapped Iris client: the cached client keeps it alive, so its id
-    # cannot be reused while it is cached.
-    return _shared(f"iris:scope:{id(raw)}", lambda: fray_iris.FrayIrisClient.from_iris_client(raw))
+                    logging.getLogger("fray").warning(
+                        "the %s backend's context check could not be loaded (%s); running as "
+                        "if outside that cluster",
+                        ep.name.removesuffix(".context"),
+                        err,
+                    )
+        _contexts = hooks
+    return _contexts
+
+
+def _from_context() -> tuple[Any, str] | None:
+    for hook in _context_hooks():
+        found = hook()
+        if found is not None:
+            key, scheme, build, why = found
+            override = _REGISTERED.get(scheme)
+            if override is not None:  # a registered factory stands in (fray_testing)
+                return override(ClientSpec(scheme, None, {}, scheme)), why
+            try:
+                return _shared(key, build), why
+            except ImportError as err:
+                import logging
+
+                logging.getLogger("fray").warning("%s, but %s; looking further", why, err)
+    return None
 
 
 def _resolve() -> tuple[Any, str]:
@@ -268,22 +294,11 @@ def _resolve() -> tuple[Any, str]:
         return explicit, "set explicitly with set_current_client()"
     spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
     if spec:
-        return _shared(spec, lambda: client_from_spec(spec)), f"{FRAY_CLIENT_SPEC}={spec!r}"
-    scoped = _iris_scope_client()
-    if scoped is not None:
-        return scoped, "an Iris context set with iris_ctx_scope()"
-    if os.environ.get("IRIS_CONTROLLER_ADDRESS") and os.environ.get("IRIS_TASK_ID"):
-        try:
-            factory = _load_backend("iris")
-        except BackendUnavailableError as err:
-            import logging  # only on this path: keeps `import fray` cheap
-
-            logging.getLogger("fray").warning(
-                "running inside an Iris job, but %s; using the local backend", err
-            )
-        else:
-            spec_obj = ClientSpec("iris", None, {}, "iris")
-            return _shared("iris:context", lambda: factory(spec_obj)), "inside an Iris job"
+        reason = f"{FRAY_CLIENT_SPEC}={spec!r}"
+        return _shared(spec, lambda: client_from_spec(spec, FRAY_CLIENT_SPEC)), reason
+    found = _from_context()
+    if found is not None:
+        return found
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         return _shared("ray", lambda: client_from_spec("ray")), "ray.init() was already called"
@@ -294,9 +309,10 @@ def current_client() -> Any:
     """The client to use here.
 
     In order: the one set with :func:`set_current_client`; the one ``FRAY_CLIENT_SPEC``
-    names; inside an Iris job, that job's own Iris context; if ``ray`` is imported and
-    initialised, Ray; otherwise a local client. Clients built from the environment are shared
-    per process, so jobs submitted earlier stay visible to ``get_job``.
+    names; a cluster context a backend recognises (inside an Iris job, or an Iris context
+    set with ``iris_ctx_scope``); if ``ray`` is imported and initialised, Ray; otherwise a
+    local client. Clients built from the environment are shared per process, so jobs
+    submitted earlier stay visible to ``get_job``.
     """
     return _resolve()[0]
 
@@ -307,7 +323,29 @@ def explain_current_client() -> tuple[Any, str]:
 
 
 def forget_default(client: Any) -> None:
+    """Drops ``client`` from the clients ``current_client()`` shares (its ``shutdown``
+    calls this, so the next ``current_client()`` builds a fresh one)."""
     with _defaults_lock:
         for key, value in list(_defaults.items()):
             if value is client:
                 del _defaults[key]
+
+
+@contextlib.contextmanager
+def isolated_backends(factories: dict[str, Callable[[ClientSpec], Any]]) -> Iterator[None]:
+    """Inside the block, these factories build the clients of their schemes (specs,
+    ``FRAY_CLIENT_SPEC`` and detected contexts alike), and ``current_client()`` shares
+    none of the clients it built before; afterwards both come back as they were."""
+    global _defaults
+    saved = {scheme: _REGISTERED.get(scheme) for scheme in factories}
+    saved_defaults, _defaults = _defaults, {}
+    _REGISTERED.update(factories)
+    try:
+        yield
+    finally:
+        _defaults = saved_defaults
+        for scheme, factory in saved.items():
+            if factory is None:
+                _REGISTERED.pop(scheme, None)
+            else:
+                _REGISTERED[scheme] = factory

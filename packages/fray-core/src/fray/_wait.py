@@ -5,8 +5,8 @@ from __future__ import annotations
 import queue
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from fray.errors import JobTimeoutError
 
@@ -14,11 +14,6 @@ if TYPE_CHECKING:
     from fray._types import JobStatus
 
 __all__ = ["wait_all"]
-
-# ``wait_many(handles, timeout)``: waits in the calling thread until every handle is
-# finished, one has failed or ``timeout`` passed; returns the positions of the finished
-# handles, or None where the backend cannot wait for these handles together.
-_BatchWait = Callable[[list[Any], float | None], list[int] | None]
 
 _POLL_START_S = 0.02
 _POLL_MAX_S = 1.0
@@ -112,6 +107,34 @@ def _wait_futures(futures: list[Any], timeout: float | None, raise_on_failure: b
     return results
 
 
+def _check(jobs: Any, timeout: Any, progress: Any) -> list[Any]:
+    from fray.errors import InvalidRequestError
+
+    if isinstance(jobs, str | bytes) or not isinstance(jobs, Iterable):
+        raise InvalidRequestError.for_field(
+            "wait_all.jobs", jobs, "must be a sequence of job handles or actor futures"
+        )
+    handles = list(cast("Iterable[Any]", jobs))
+    for handle in handles:
+        if not callable(getattr(handle, "status", None)) and not callable(
+            getattr(handle, "result", None)
+        ):
+            raise InvalidRequestError.for_field(
+                "wait_all.jobs", handle, "each item must be a job handle or an actor future"
+            )
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+    ):
+        raise InvalidRequestError.for_field(
+            "wait_all.timeout", timeout, "must be a number of seconds >= 0, or None"
+        )
+    if progress is not None and not isinstance(progress, bool):
+        raise InvalidRequestError.for_field(
+            "wait_all.progress", progress, "must be True, False or None"
+        )
+    return handles
+
+
 def wait_all(
     jobs: Sequence[Any],
     *,
@@ -137,13 +160,14 @@ def wait_all(
             terminal after a second, ``True`` always, ``False`` never.
 
     Raises:
+        InvalidRequestError: An argument has the wrong type or value.
         JobFailedError: A job failed and ``raise_on_failure`` is set; it is that job's error,
             with the user's exception chained.
         JobTimeoutError: ``timeout`` passed before every job finished.
     """
     from fray._types import JobStatus
 
-    handles = list(jobs)
+    handles = _check(jobs, timeout, progress)
     if not handles:
         return []
     futures = [not hasattr(h, "status") and callable(getattr(h, "result", None)) for h in handles]
@@ -158,23 +182,12 @@ def wait_all(
     deadline = None if timeout is None else time.monotonic() + timeout
     events: queue.SimpleQueue[int] = queue.SimpleQueue()
     polled: list[int] = []
-    # A backend may wait for many of its handles at once in this thread (``wait_many``),
-    # cheaper than a callback per job; where it cannot (it answers None), callbacks.
-    kind: type[Any] = type(handles[0])  # pyright: ignore[reportUnknownVariableType]
-    batch: _BatchWait | None = getattr(kind, "wait_many", None)
-    if batch is not None and not all(type(h) is kind for h in handles):
-        batch = None
-
-    def listen(indices: Sequence[int]) -> None:
-        for index in indices:
-            add_callback = getattr(handles[index], "add_done_callback", None)
-            if add_callback is None:
-                polled.append(index)
-            else:
-                add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
-
-    if batch is None:
-        listen(range(len(handles)))
+    for index, handle in enumerate(handles):
+        add_callback = getattr(handle, "add_done_callback", None)
+        if add_callback is None:
+            polled.append(index)
+        else:
+            add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
 
     statuses: list[JobStatus | None] = [None] * len(handles)
     remaining = len(handles)
@@ -225,16 +238,6 @@ def wait_all(
         if deadline is not None:
             wait_for = min(wait_for, max(deadline - now, 0.0))
         looked = True
-        if batch is not None:
-            pending = [i for i, s in enumerate(statuses) if s is None]
-            finished = batch([handles[i] for i in pending], wait_for)
-            if finished is None:  # the backend cannot wait for these together
-                batch = None
-                listen(pending)
-                continue
-            for position in finished:
-                settle(pending[position])
-            continue
         try:
             index = events.get(timeout=wait_for)
         except queue.Empty:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextvars
 
 from fray._actor import ActorContext, HostedActor, current_actor
-from fray._bound import Bound
+from fray._bound import Bound, bind_actor, bound
 from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod
-from fray.backend import bind_actor, unbind_actor
 from fray.errors import ActorUnavailableError
 
 __all__ = [
@@ -35,4 +34,4 @@ def _reset_current_actor(  # pyright: ignore[reportUnusedFunction]
     token: contextvars.Token[Bound],
 ) -> None:
     """Undoes :func:`_set_current_actor`."""
-    unbind_actor(token)
+    bound.reset(token)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     )
     from fray._types import ActorConfig, EnvironmentConfig, JobRequest, JobStatus
     from fray._types import Entrypoint as FrayEntrypoint
-    from fray.backend import CallFuture as OperationFuture
+    from fray.backend._wire import CallFuture as OperationFuture
     from fray.errors import ActorUnavailableError
     from fray.errors import JobAlreadyExists as FrayJobAlreadyExists
     from fray_iris import FrayIrisClient, IrisActorGroup, IrisActorHandle, IrisJobHandle

@@ -18,9 +18,10 @@ from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName, is_job_finished
 from iris.rpc import job_pb2
 
-from fray import ActorConfig, ClientSpec, JobInfo, JobRequest, ResourceConfig
+from fray import ActorConfig, JobInfo, JobRequest, ResourceConfig
 from fray.backend import (
     BaseClient,
+    ClientSpec,
     HostedActorHandle,
     JobHistory,
     check_request,

@@ -10,8 +10,8 @@ import os
 import threading
 from typing import Any, TypeVar
 
-from fray import ActorConfig, ClientSpec, JobInfo, JobRequest, ResourceConfig
-from fray.backend import BaseClient, forget_default_client, validate_actor_args
+from fray import ActorConfig, JobInfo, JobRequest, ResourceConfig
+from fray.backend import BaseClient, ClientSpec, forget_default_client, validate_actor_args
 from fray.errors import ActorError, BackendUnavailableError, InvalidRequestError, JobNotFoundError
 from fray_ray._actors import RayActorGroup, RayActorHandle, RayMember, kill_actors
 from fray_ray._book import JobBook

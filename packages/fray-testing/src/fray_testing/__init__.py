@@ -19,14 +19,15 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:
-    from fray_testing._actors import (
+    from fray_testing._backends import REAL_BACKENDS, RealBackendError, forbid_real_backends
+    from fray_testing._fake import (
         FakeActorFuture,
         FakeActorGroup,
         FakeActorHandle,
         FakeActorMethod,
+        FakeClient,
+        FakeJobHandle,
     )
-    from fray_testing._backends import REAL_BACKENDS, RealBackendError, forbid_real_backends
-    from fray_testing._fake import FakeClient, FakeJobHandle
     from fray_testing._outcomes import (
         Delay,
         Fail,
@@ -66,10 +67,10 @@ __all__ = [
 ]
 
 _MODULES = {
-    "FakeActorFuture": "_actors",
-    "FakeActorGroup": "_actors",
-    "FakeActorHandle": "_actors",
-    "FakeActorMethod": "_actors",
+    "FakeActorFuture": "_fake",
+    "FakeActorGroup": "_fake",
+    "FakeActorHandle": "_fake",
+    "FakeActorMethod": "_fake",
     "REAL_BACKENDS": "_backends",
     "RealBackendError": "_backends",
     "forbid_real_backends": "_backends",

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
-from fray import ClientSpec, register_backend
-from fray.backend import backend_factories, isolated_shared_clients
+from fray.backend import ClientSpec, isolated_backends
 
 __all__ = ["REAL_BACKENDS", "RealBackendError", "forbid_real_backends"]
 
@@ -35,21 +34,10 @@ def _refuse(spec: ClientSpec) -> NoReturn:
 def forbid_real_backends(schemes: Sequence[str] = REAL_BACKENDS) -> Iterator[None]:
     """Inside the block, building a client for any of ``schemes`` raises
     :class:`RealBackendError`: ``fray.current_client()`` without an explicit client,
-    ``fray.client_from_spec("ray")``, ``FRAY_CLIENT_SPEC=iris://...``.
+    ``fray.backend.client_from_spec("ray")``, ``FRAY_CLIENT_SPEC=iris://...``.
 
     Clients built from the environment before the block are hidden during it. A client class
     constructed directly (``LocalClient()``) is an explicit choice and is not blocked.
     """
-    registered: dict[str, Callable[[ClientSpec], Any]] = backend_factories()
-    saved = {scheme: registered[scheme] for scheme in schemes if scheme in registered}
-    for scheme in schemes:
-        register_backend(scheme, _refuse)
-    try:
-        with isolated_shared_clients():
-            yield
-    finally:
-        for scheme in schemes:
-            if scheme in saved:
-                registered[scheme] = saved[scheme]
-            else:
-                registered.pop(scheme, None)
+    with isolated_backends(dict.fromkeys(schemes, _refuse)):
+        yield

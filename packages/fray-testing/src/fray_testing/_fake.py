@@ -1,47 +1,83 @@
-"""FakeClient: a scripted, recording Fray client for unit tests.
+"""FakeClient: a scripted, recording Fray client for unit tests, on Fray's own engine.
 
-Nothing runs in the background. A job's callable runs in-process, inside ``submit()``, in
-the caller's thread (with ``fray.current_client()`` set to the fake, so jobs it submits
-become its children); scripted outcomes replace or wrap that run. Jobs that must stay
-unfinished are scripted with ``Hang()`` (until terminated) or ``Delay()`` (until a deadline
-that is checked whenever the job is looked at).
+A job's attempts follow its script (:mod:`fray_testing._outcomes`): by default the callable
+runs in-process, inside ``submit()``, in the caller's thread (with ``fray.current_client()``
+set to the fake, so jobs it submits become its children). Retries, budgets, deadlines,
+terminate and the history are the engine's, as on every backend. Actors are the local
+backend's in-process actors, run in the caller's thread, with every creation and call
+recorded.
 """
 
 from __future__ import annotations
 
+import contextvars
 import itertools
-import logging
-import secrets
-import threading
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from typing import Any
 
-from fray import (
-    ActorConfig,
+from fray import ActorConfig, HostedActor, JobRequest, JobStatus, ResourceConfig
+from fray.backend import (
+    BaseClient,
+    BaseJobHandle,
     ClientSpec,
-    HostedActor,
-    JobInfo,
-    JobRequest,
-    JobStatus,
-    ResourceConfig,
+    JobRecord,
+    Outcome,
+    Phase,
+    PrefixedSink,
+    binding,
+    capture_into,
 )
-from fray.backend import BaseClient, JobHistory, hosted_init_failed, job_id_part
-from fray.errors import (
-    InvalidRequestError,
-    JobNotFoundError,
-)
-from fray_testing._actors import FakeActorGroup, FakeActorHandle, _ActorSystem
-from fray_testing._fake_jobs import FakeJob, FakeJobHandle, running_job
-from fray_testing._outcomes import Outcome, Run, Succeed
+from fray.errors import ActorDiedError, InvalidRequestError
+from fray.local import InProcessActors, LocalActorGroup, LocalActorHandle, LocalActorMethod
+from fray_testing._outcomes import Outcome as Script
+from fray_testing._outcomes import Run, SimulatedPreemption, Step, Succeed
 from fray_testing._records import ActorCall, ActorCreation, JobSubmission, Record
 
-__all__ = ["FakeClient", "FakeJobHandle"]
-
-logger = logging.getLogger("fray.fake")
-T = TypeVar("T")
-
-Handler = Callable[[JobRequest], Outcome | None]
+__all__ = [
+    "FakeActorFuture",
+    "FakeActorGroup",
+    "FakeActorHandle",
+    "FakeActorMethod",
+    "FakeClient",
+    "FakeJobHandle",
+]
+Handler = Callable[[JobRequest], Script | None]
 Target = str | Callable[..., Any]
+
+FakeActorHandle = LocalActorHandle
+FakeActorMethod = LocalActorMethod
+FakeActorGroup = LocalActorGroup
+
+
+class FakeActorFuture(Future[Any]):
+    """The result of a ``.remote()`` call on a fake actor: already done when returned, so
+    ``result()`` gives the value or re-raises the method's own exception at once."""
+
+
+class FakeJobHandle(BaseJobHandle):
+    """Handle to a :class:`FakeClient` job; satisfies ``fray.JobHandle``. Looking at the job
+    (``status``, ``wait``, ``logs``, ``info``) first moves on a job whose ``Delay`` is over."""
+
+    __slots__ = ()
+
+
+class _Script:
+    """A job's remaining steps, and the end of the delay it is in (``FakeClient.data``)."""
+
+    __slots__ = ("delay", "steps")
+
+    def __init__(self, steps: Iterator[Step]) -> None:
+        self.steps = steps
+        self.delay: tuple[float, int] | None = None  # (monotonic end, attempt)
+
+
+class _Failure:
+    """A scripted actor-call failure (see :meth:`FakeClient.fail_actor_call`)."""
+
+    def __init__(self, names: set[str], method: str | None, error: Any, times: int | None):
+        self.names, self.method, self.error, self.remaining = names, method, error, times
 
 
 class FakeClient(BaseClient):
@@ -60,8 +96,9 @@ class FakeClient(BaseClient):
     call is recorded. :meth:`fail_actor_call` and :meth:`kill_actor` script actor deaths.
 
     Args:
-        handler: Called with every request; returns the job's :class:`Outcome`, or ``None``
-            to fall back to the scripts and then the default.
+        handler: Called with every request; returns the job's outcome (``Run``,
+            ``Succeed``, ``Fail``, ``Preempt``, ``Hang``, ``Delay``), or ``None`` to fall
+            back to the scripts and then the default.
         outcomes: Initial scripts, as for :meth:`script` (job name or callable → outcome).
         run_callables: Run callables in-process by default. ``False``: jobs succeed with
             ``None`` without running anything unless scripted with ``Run()``.
@@ -72,27 +109,28 @@ class FakeClient(BaseClient):
     """
 
     scheme = "fake"
+    handle_type = FakeJobHandle
 
     def __init__(
         self,
         handler: Handler | None = None,
         *,
-        outcomes: Mapping[Target, Outcome] | None = None,
+        outcomes: Mapping[Target, Script] | None = None,
         run_callables: bool = True,
         target: str | None = None,
     ) -> None:
-        self._set_target(target, "FakeClient.target")
+        super().__init__(target, "FakeClient.target")
         self._handler = handler
         self.run_callables = run_callables
-        self._cond = threading.Condition(threading.RLock())
-        self._scripts: dict[Any, list[Outcome]] = {}
-        for scripted, outcome in (outcomes or {}).items():
-            self.script(scripted, outcome)
-        self._history: JobHistory[FakeJob] = JobHistory()
+        self._scripts: dict[Any, list[Script]] = {}
         self._events: list[Record] = []
         self._ids = itertools.count(1)
-        self._actors = _ActorSystem(self, f"fake-{secrets.token_hex(4)}", self._record)
-        self.is_shutdown = False
+        self._failures: list[_Failure] = []
+        self._actors = InProcessActors(
+            self, synchronous=True, on_call=self._on_call, future_type=FakeActorFuture
+        )
+        for scripted, outcome in (outcomes or {}).items():
+            self.script(scripted, outcome)
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> FakeClient:
@@ -101,11 +139,11 @@ class FakeClient(BaseClient):
         return cls(target=spec.params.get("target"))
 
     def __repr__(self) -> str:
-        return f"FakeClient(jobs={len(self._history)}, events={len(self._events)})"
+        return f"FakeClient(jobs={len(self._jobs)}, events={len(self._events)})"
 
     # -- scripting ---------------------------------------------------------------------------
 
-    def script(self, target: Target, *outcomes: Outcome) -> None:
+    def script(self, target: Target, *outcomes: Script) -> None:
         """Sets what jobs named ``target`` (or whose callable is ``target``) do.
 
         With several outcomes, successive submissions take them in turn and the last one
@@ -114,7 +152,7 @@ class FakeClient(BaseClient):
         if not outcomes:
             raise InvalidRequestError.for_field("script.outcomes", (), "give at least one Outcome")
         for outcome in outcomes:
-            if not isinstance(outcome, Outcome):
+            if not isinstance(outcome, Script):
                 raise InvalidRequestError.for_field(
                     "script.outcomes", outcome, "must be Run, Succeed, Fail, Preempt, Hang or Delay"
                 )
@@ -122,40 +160,38 @@ class FakeClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "script.target", target, "must be a job name or a callable"
             )
-        with self._cond:
+        with self._lock:
             self._scripts[target] = list(outcomes)
 
-    def _outcome_for(self, request: JobRequest) -> Outcome | None:
+    def _script_for(self, request: JobRequest) -> Script:
         if self._handler is not None:
             outcome = self._handler(request)
             if outcome is not None:
-                if not isinstance(outcome, Outcome):
+                if not isinstance(outcome, Script):
                     raise InvalidRequestError.for_field(
                         "FakeClient.handler", outcome, "must return an Outcome or None"
                     )
                 return outcome
-        with self._cond:
+        with self._lock:
             queue = self._scripts.get(request.name)
             if queue is None and request.entrypoint.callable is not None:
                 try:
                     queue = self._scripts.get(request.entrypoint.callable)
                 except TypeError:  # an unhashable callable cannot have been scripted
                     queue = None
-            if not queue:
-                return None
-            return queue.pop(0) if len(queue) > 1 else queue[0]
+            if queue:
+                return queue.pop(0) if len(queue) > 1 else queue[0]
+        return self._default(request)
 
-    def _default_outcome(self, request: JobRequest) -> Outcome:
-        if request.entrypoint.is_callable and self.run_callables:
-            return Run()
-        return Succeed()
+    def _default(self, request: JobRequest) -> Script:
+        return Run() if request.entrypoint.is_callable and self.run_callables else Succeed()
 
     # -- records -----------------------------------------------------------------------------
 
     @property
     def events(self) -> list[Record]:
         """Every submission, actor creation and actor call, in the order they happened."""
-        with self._cond:
+        with self._lock:
             return list(self._events)
 
     @property
@@ -174,7 +210,7 @@ class FakeClient(BaseClient):
 
     @property
     def actor_creations(self) -> list[ActorCreation]:
-        """Every ``create_actor()`` and ``create_actor_group()``, in order."""
+        """Every ``create_actor()``, ``create_actor_group()`` and ``host_actor()``, in order."""
         return [e for e in self.events if isinstance(e, ActorCreation)]
 
     @property
@@ -184,7 +220,7 @@ class FakeClient(BaseClient):
 
     def calls_to(self, actor: str, method: str | None = None) -> list[ActorCall]:
         """Calls to the actor (or every actor of the group) named ``actor``, in order."""
-        names = self._actors.names_matching(actor)
+        names = {a.name for a in self._actors.matching(actor)}
         return [
             c
             for c in self.actor_calls
@@ -192,145 +228,176 @@ class FakeClient(BaseClient):
         ]
 
     def _record(self, record: Record) -> None:
-        with self._cond:
+        with self._lock:
             self._events.append(record)
 
-    # -- jobs --------------------------------------------------------------------------------
+    # -- jobs: the engine's hooks ------------------------------------------------------------
 
-    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> FakeJobHandle:
-        """Records the request and starts the job; see :class:`FakeClient` for what runs.
+    def _prepare(self, request: JobRequest) -> _Script:
+        script = self._script_for(request)
+        return _Script(script.steps(self._default(request)))
 
-        Job names need not be unique: every submit is a new job, so ``adopt_existing`` has
-        nothing to adopt.
-        """
-        del adopt_existing
-        self._check_request(request)
-        self._check_open()
-        parent = running_job.get()
-        if parent is not None and parent.client is not self:
-            parent = None
-        outcome = self._outcome_for(request)
-        default = self._default_outcome(request)
-        with self._cond:
-            self._check_open()
-            job_id = f"{job_id_part(request.name)}-{next(self._ids)}"
-            if parent is not None:
-                job_id = f"{parent.job_id}/{job_id}"
-            steps = (outcome or default).steps(default)
-            job = FakeJob(self, self._cond, job_id, request, parent, steps)
-            self._history.add(job_id, job)
-            if parent is not None:
-                parent.children.append(job)
-            self._events.append(
-                JobSubmission(request, job_id, parent.job_id if parent is not None else None)
-            )
-        job.advance()
-        return FakeJobHandle(job)
+    def _serial(self) -> str:
+        return str(next(self._ids))
 
-    def get_job(self, job_id: str) -> FakeJobHandle:
-        """A handle to a job of this client, by id.
+    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+        self._record(JobSubmission(job.request, job.job_id, job.parent))  # type: ignore[arg-type]
+        super()._launch(job, adopt_existing)
 
-        Raises:
-            JobNotFoundError: No such job, or a finished one older than the history keeps.
-        """
-        job = self._history.get(job_id)
-        if job is None:
-            raise JobNotFoundError(job_id, self._history.not_found(job_id, "FakeClient"))
-        return FakeJobHandle(job)
+    def _start_attempt(self, job: JobRecord) -> Outcome | None:
+        step: Step = next(job.data.steps)
+        if step.kind == "hang" and step.value:  # never placed
+            return None
+        job.placed()
+        for line in step.logs:
+            job.log.write(line + "\n")
+        return self._take(job, step)
 
-    def list_jobs(self) -> list[JobInfo]:
-        """Every unfinished job of this client and its most recent finished ones (see
-        ``FRAY_JOB_HISTORY``), in submission order."""
-        with self._cond:
-            return [FakeJobHandle(job).info() for job in self._history.values()]
+    def _take(self, job: JobRecord, step: Step) -> Outcome | None:
+        """The attempt's outcome from ``step`` (``None``: it goes on)."""
+        if step.kind == "delay":
+            # The start of an attempt, not an attempt of its own: ``then`` ends it.
+            with job.lock:
+                job.data.delay = (time.monotonic() + step.value, job.attempts)
+            self._call_later(step.value, self._after_delay, job)
+            return None
+        if step.kind == "hang":
+            return None
+        if step.kind == "succeed":
+            return Outcome.succeeded(step.value)
+        if step.kind == "fail":
+            return Outcome.failed(step.value)
+        if step.kind == "preempt":
+            return Outcome.preempted(step.value)
+        return self._run(job)
 
-    def _job_finished(self, job_id: str) -> None:
-        """Under the client's condition: a job ended (it may age out of the history)."""
-        self._history.finished(job_id)
+    def _run(self, job: JobRecord) -> Outcome:
+        request = job.request
+        assert request is not None
+        entry = request.entrypoint
+        if entry.callable is None:
+            return Outcome.succeeded(None)
+        values: list[Any] = []
+        for index in range(job.replicas):
+            sink = job.log if job.replicas == 1 else PrefixedSink(job.log, index)
+            try:
+                with binding(self, job=(job.job_id, index, job)), capture_into(sink, False):
+                    context = contextvars.copy_context()
+                    values.append(context.run(entry.callable, *entry.args, **entry.kwargs))
+            except SimulatedPreemption as exc:
+                return Outcome.preempted(str(exc) or "simulated preemption")
+            except (KeyboardInterrupt, GeneratorExit):
+                # Ctrl-C in the test run must not become a job failure, nor leave it hanging.
+                job.end(JobStatus.FAILED, "interrupted")
+                raise
+            except BaseException as exc:
+                return Outcome.failed(exc)
+        return Outcome.succeeded(values[0] if len(values) == 1 else values)
+
+    def _after_delay(self, job: JobRecord) -> None:
+        """A delay is over: the attempt goes on, in whichever thread gets here first."""
+        with job.lock:
+            delay = job.data.delay
+            if delay is None or delay[0] > time.monotonic() or job.phase is not Phase.RUNNING:
+                return
+            job.data.delay = None
+            if delay[1] != job.attempts:
+                return
+        outcome = self._take(job, next(job.data.steps))
+        if outcome is not None:
+            job.report(outcome)
+
+    def _refresh(self, job: JobRecord) -> float | None:
+        delay = job.data.delay if isinstance(job.data, _Script) else None
+        if delay is None:
+            return None
+        left = delay[0] - time.monotonic()
+        if left > 0:
+            return left
+        self._after_delay(job)
+        return None
+
+    def _cancel_attempt(self, job: JobRecord) -> float:
+        # A hanging or delayed attempt stops now; a callable running in another thread
+        # cannot be interrupted: the job ends all the same and its value is dropped.
+        with job.lock:
+            if isinstance(job.data, _Script):
+                job.data.delay = None
+        job.report(Outcome.stopped())
+        return 0.0
+
+    def _pending_reason(self, job: JobRecord) -> str | None:
+        return "FakeClient: scripted Hang(pending=True)"
 
     # -- actors ------------------------------------------------------------------------------
 
-    def create_actor(
+    def _create_actor_group(
         self,
-        actor_class: type[T],
-        *args: Any,
-        name: str,
-        resources: ResourceConfig | None = None,
-        actor_config: ActorConfig | None = None,
-        **kwargs: Any,
-    ) -> FakeActorHandle:
-        """Creates one in-process actor (its ``__init__`` runs now) and returns its handle.
-
-        Raises:
-            ActorError: ``__init__`` raised (chained as ``__cause__``).
-        """
-        self._check_open()
-        self._check_resources(resources)
-        group = self._actors.create(
-            actor_class,
-            args,
-            kwargs,
-            name=name,
-            count=1,
-            resources=resources,
-            actor_config=actor_config,
-            group=False,
-        )
-        return group.wait_ready()[0]
-
-    def create_actor_group(
-        self,
-        actor_class: type[T],
-        *args: Any,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
         name: str,
         count: int,
-        resources: ResourceConfig | None = None,
-        actor_config: ActorConfig | None = None,
-        **kwargs: Any,
-    ) -> FakeActorGroup:
+        resources: ResourceConfig | None,
+        actor_config: ActorConfig | None,
+        single: bool,
+    ) -> LocalActorGroup:
         """Creates ``count`` in-process actors named ``{name}-{i}``; each ``__init__`` runs
         now, so the group is ready (or failed) when this returns."""
-        self._check_open()
-        self._check_resources(resources)
-        return self._actors.create(
-            actor_class,
-            args,
-            kwargs,
-            name=name,
-            count=count,
-            resources=resources,
-            actor_config=actor_config,
-            group=True,
+        self._record(
+            ActorCreation(
+                name, actor_class, args, dict(kwargs), count, resources, actor_config, not single
+            )
         )
+        config = actor_config or ActorConfig()
+        return self._actors.create(actor_class, args, kwargs, name=name, count=count, config=config)
 
-    def host_actor(
+    def _host_actor(
         self,
-        actor_class: type[T],
-        *args: Any,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
         name: str,
-        actor_config: ActorConfig | None = None,
-        **kwargs: Any,
+        actor_config: ActorConfig | None,
     ) -> HostedActor:
-        """Runs ``actor_class(*args, **kwargs)`` now, in this process, as an actor named
-        ``name`` (recorded like every actor); ``shutdown()`` stops it."""
-        self._check_open()
-        group = self._actors.create(
-            actor_class,
-            args,
-            kwargs,
-            name=name,
-            count=1,
-            resources=None,
-            actor_config=actor_config,
-            group=False,
-            hosted=True,
+        """Runs the actor now, in this process, as an actor named ``name`` (recorded like
+        every actor); ``shutdown()`` stops it."""
+        self._record(
+            ActorCreation(name, actor_class, args, dict(kwargs), 1, None, actor_config, False)
         )
-        member = group.members[0]
-        if member.status is JobStatus.FAILED:
-            error = member.error
-            group.shutdown()
-            raise hosted_init_failed(name, actor_class, error) from error
-        return HostedActor(member.handle, group.shutdown)
+        config = actor_config or ActorConfig()
+        return self._actors.host(actor_class, args, kwargs, name=name, config=config)
+
+    def _on_call(
+        self, actor: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self._record(ActorCall(actor.name, method, args, dict(kwargs)))
+        error = self._take_failure(actor.name, actor.group_name, method)
+        if error is None:
+            return
+        if isinstance(error, ActorDiedError):  # as when a real actor's process dies mid-call
+            actor.end(JobStatus.FAILED, error)
+        raise error
+
+    def _take_failure(self, name: str, group: str, method: str) -> BaseException | None:
+        with self._lock:
+            for scripted in self._failures:
+                if (name in scripted.names or group in scripted.names) and scripted.method in (
+                    None,
+                    method,
+                ):
+                    if scripted.remaining is not None:
+                        scripted.remaining -= 1
+                        if scripted.remaining == 0:
+                            self._failures.remove(scripted)
+                    error = scripted.error
+                    if error is None:
+                        return ActorDiedError(
+                            f"actor {name} died during {method}() (scripted by FakeClient)"
+                        )
+                    return error if isinstance(error, BaseException) else error()
+        return None
 
     def fail_actor_call(
         self,
@@ -350,7 +417,16 @@ class FakeClient(BaseClient):
                 status becomes FAILED, as when a real actor's process dies mid-call.
             times: How many calls fail; ``None``: every matching call.
         """
-        self._actors.script_failure(actor, method, error, times)
+        if times is not None and (
+            isinstance(times, bool) or not isinstance(times, int) or times < 1
+        ):
+            raise InvalidRequestError.for_field(
+                "fail_actor_call.times", times, "must be an integer >= 1, or None for every call"
+            )
+        # Scripted before the actor exists is fine: matched by name when called.
+        names = {a.name for a in self._actors.matching(actor)} | {actor}
+        with self._lock:
+            self._failures.append(_Failure(names, method, error, times))
 
     def kill_actor(self, actor: str) -> None:
         """Kills the actor (or every actor of the group) named ``actor``: status FAILED,
@@ -359,18 +435,15 @@ class FakeClient(BaseClient):
         Raises:
             InvalidRequestError: No actor or group has that name.
         """
-        self._actors.kill(actor)
+        victims = self._actors.matching(actor)
+        if not victims:
+            raise InvalidRequestError.for_field(
+                "kill_actor.actor", actor, "no actor or actor group of that name in this FakeClient"
+            )
+        for victim in victims:
+            victim.end(
+                JobStatus.FAILED, ActorDiedError(f"actor {victim.name} was killed (by FakeClient)")
+            )
 
-    # -- shutdown ----------------------------------------------------------------------------
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Stops every unfinished job and every actor. Later submits raise ``FrayError``."""
-        del wait
-        with self._cond:
-            if self.is_shutdown:
-                return
-            self.is_shutdown = True
-            roots = [job for job in self._history.values() if job.parent_job is None]
-        for job in roots:
-            job.terminate()
-        self._actors.shutdown_all()
+    def _shutdown(self, wait: bool) -> None:
+        self._actors.shutdown()

@@ -1,55 +1,145 @@
-"""What every client shares: the context manager, ``create_actor`` as a group of one, and
-the checks a request goes through before a backend sees it."""
+"""The engine every client runs on: ``submit`` and the attempt loop written once, over a few
+hooks each backend writes.
+
+A request goes through :meth:`BaseClient.submit` (checks, parent, id, history) to the hook
+:meth:`BaseClient._launch`, by default :meth:`BaseClient._run_attempts`: it starts one
+attempt with the hook :meth:`BaseClient._start_attempt` and returns. The backend tells the
+record when the attempt is placed (:meth:`JobRecord.placed`) and how it ended
+(:meth:`JobRecord.report`, from any thread); :meth:`JobRecord.settle` decides whether another
+attempt follows. Deadlines (``timeout``, ``scheduling_timeout``) and ``terminate`` ask the
+backend to stop the attempt (:meth:`BaseClient._cancel_attempt`); no thread waits per job.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import collections
+import heapq
+import itertools
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, final
 
+from fray import _bound
 from fray._actor import HostedActor
-from fray._types import ActorConfig, JobRequest, ResourceConfig
+from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._group import validate_actor_args
-from fray.backend._hosted_handle import HostedActorHandle
-from fray.backend._hosting import host_in_process
-from fray.errors import FrayError, InvalidRequestError
+from fray.backend._record import JobRecord, Outcome, job_id_part
+from fray.environment_variables import FRAY_JOB_HISTORY
+from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
-__all__ = ["BaseClient", "check_request"]
+if TYPE_CHECKING:
+    from fray.backend._handle import BaseJobHandle
+    from fray.backend._hosted_handle import HostedActorHandle
 
+__all__ = ["BaseClient", "job_history_limit"]
+
+logger = logging.getLogger("fray")
 T = TypeVar("T")
 
+DEFAULT_JOB_HISTORY = 10_000
 
-def check_request(request: Any) -> JobRequest:
-    """``request`` if it is a :class:`fray.JobRequest`.
+
+def job_history_limit() -> int:
+    """How many finished jobs a client keeps for ``list_jobs()``/``get_job()``:
+    ``FRAY_JOB_HISTORY``, else 10,000.
 
     Raises:
-        InvalidRequestError: It is not.
+        InvalidRequestError: The variable is not a whole number >= 0.
     """
-    if not isinstance(request, JobRequest):
-        raise InvalidRequestError.for_field("submit.request", request, "must be a fray.JobRequest")
-    return request
+    text = os.environ.get(FRAY_JOB_HISTORY, "").strip()
+    if not text:
+        return DEFAULT_JOB_HISTORY
+    if not text.isdigit():
+        raise InvalidRequestError.for_field(
+            FRAY_JOB_HISTORY,
+            text,
+            "a whole number >= 0: how many finished jobs a client keeps for list_jobs() and "
+            f"get_job() (default {DEFAULT_JOB_HISTORY})",
+        )
+    return int(text)
+
+
+class _Timers:
+    """Calls functions at given times from one daemon thread, started on first use. The
+    functions must not block: they run one after another."""
+
+    def __init__(self) -> None:
+        self._heap: list[list[Any]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> list[Any]:
+        """Calls ``fn(*args)`` after ``delay`` seconds; returns what :meth:`cancel` takes."""
+        entry = [time.monotonic() + delay, next(self._seq), fn, args]
+        with self._cond:
+            heapq.heappush(self._heap, entry)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="fray-timers", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return entry
+
+    @staticmethod
+    def cancel(entry: list[Any]) -> None:
+        """The call will not happen (it no longer holds its arguments either)."""
+        entry[2:] = [None, ()]
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                _when, _seq, fn, args = heapq.heappop(self._heap)
+            if fn is not None:
+                try:
+                    fn(*args)
+                except Exception:
+                    logger.exception("a timer of Fray's raised")
+
+
+TIMERS = _Timers()
 
 
 class BaseClient:
-    """The plumbing of a client. A backend writes ``submit``, ``get_job``, ``list_jobs``,
-    ``create_actor_group`` and ``shutdown`` (which sets :attr:`is_shutdown`).
+    """What every client shares: ``submit`` and the attempt loop, ``terminate``, the job
+    history, ``shutdown``, the context manager and the actor plumbing.
+
+    A backend writes :meth:`_start_attempt` and :meth:`_cancel_attempt` (or :meth:`_launch`
+    where its cluster runs the attempts itself), ``_create_actor_group`` and
+    ``_shutdown``; where its jobs' state is learnt by asking, :meth:`_refresh`; where their
+    output or value lives elsewhere, :meth:`_lines`, :meth:`_result` and :meth:`_info`.
 
     Attributes:
         scheme: The backend's spec prefix (``local``, ``ray``, ...).
         capabilities: The backend's own table of refusals (``None``: it refuses nothing a
             valid request can say).
+        handle_type: The class of the handles ``submit`` returns.
         target: Another backend's table that requests are checked against as well, so a
-            test on this client fails where that backend would (``target=`` of the local and
-            fake clients).
+            test on this client fails where that backend would (``target=``).
         is_shutdown: Whether ``shutdown()`` has run.
     """
 
     scheme: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities | None] = None
-    target: Capabilities | None = None
-    is_shutdown: bool = False
-    _hosted: list[HostedActor] | None = None
+    handle_type: ClassVar[type[BaseJobHandle]]
+
+    def __init__(self, target: str | None = None, target_field: str = "target") -> None:
+        self.target = None if target is None else capabilities_of(target, field=target_field)
+        self.is_shutdown = False
+        self._lock = threading.RLock()
+        self._jobs: dict[str, JobRecord] = {}  # unfinished and the last finished ones
+        self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._keep = job_history_limit()
+        # Job ids end in a count from a random start: unique in this client, no system call.
+        self._serials = itertools.count(secrets.randbits(32))
+        self._hosted: list[HostedActor] = []
 
     def __enter__(self) -> Self:
         return self
@@ -62,39 +152,263 @@ class BaseClient:
     ) -> None:
         self.shutdown()
 
-    def shutdown(self, wait: bool = True) -> None:
-        """Stops the client's jobs and actors and releases what it holds."""
-        raise NotImplementedError
+    # -- submitting --------------------------------------------------------------------------
 
-    def _set_target(self, target: str | None, field: str) -> None:
-        """Checks requests against the table of the backend named ``target`` too."""
-        self.target = None if target is None else capabilities_of(target, field=field)
+    @final
+    def submit(self, request: JobRequest, adopt_existing: bool = True) -> Any:
+        """Starts a job; see ``fray.Client.submit``.
 
-    def _tables(self) -> tuple[Capabilities, ...]:
-        return tuple(t for t in (self.target, type(self).capabilities) if t is not None)
+        Raises:
+            InvalidRequestError: The request is not a ``JobRequest``, or this backend (or
+                the ``target``) refuses a field of it.
+            FrayError: The client has been shut down.
+        """
+        if not isinstance(request, JobRequest):
+            raise InvalidRequestError.for_field(
+                "submit.request", request, "must be a fray.JobRequest"
+            )
+        for table in self._tables():
+            table.check(request)
+        data = self._prepare(request)
+        self._check_open()
+        running = _bound.job.get()
+        parent: JobRecord | None = None
+        parent_id = _bound.current_job_id()
+        if running is not None and isinstance(running[2], JobRecord) and running[2].client is self:
+            parent = running[2]
+        job = JobRecord(self, self._job_id(request.name, parent_id), request, parent=parent_id)
+        job.data = data
+        with self._lock:
+            self._check_open()
+            self._remember(job)
+        if parent is not None:
+            parent.add_child(job)
+        self._launch(job, adopt_existing)
+        return self.handle_type(job)
 
-    def _check_request(self, request: Any) -> JobRequest:
-        """``request`` if it is a :class:`fray.JobRequest` this backend (and the target, if
-        any) takes.
+    def _prepare(self, request: JobRequest) -> Any:
+        """Checks what only this backend can check in a request and works out, once, what
+        its attempts need; the result is the record's ``data``.
 
         Raises:
             InvalidRequestError: Naming the field refused and what is allowed.
         """
-        request = check_request(request)
-        for table in self._tables():
-            table.check(request)
-        return request
+        del request
 
-    def _check_resources(self, resources: ResourceConfig | None) -> None:
-        """Checks an actor's ``resources`` against the same tables."""
-        for table in self._tables():
-            table.check_resources(resources)
+    def _job_id(self, name: str, parent_id: str | None) -> str:
+        """A new job's id: its name as an id part and :meth:`_serial`, under its parent's."""
+        part = f"{job_id_part(name)}-{self._serial()}"
+        return f"{parent_id}/{part}" if parent_id else part
+
+    def _serial(self) -> str:
+        """What makes a new job's id unique in this client: 8 hex digits of a count."""
+        return f"{next(self._serials) & 0xFFFFFFFF:08x}"
+
+    @staticmethod
+    def _call_later(delay: float, fn: Callable[..., None], *args: Any) -> None:
+        """Calls ``fn(*args)`` in ``delay`` seconds from Fray's timer thread (``fn`` must
+        not block: the timers run one after another)."""
+        TIMERS.call_later(delay, fn, *args)
+
+    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+        """Starts a new job: by default its first attempt, through the attempt loop.
+        A backend whose cluster runs the attempts (and budgets) itself overrides it and
+        ends the record with :meth:`JobRecord.end`."""
+        del adopt_existing
+        self._run_attempts(job)
+
+    @final
+    def _run_attempts(self, job: JobRecord, outcome: Outcome | None = None) -> None:
+        """The attempt loop: records ``outcome`` (if any) and starts attempts until one is
+        under way or the job has ended. :meth:`JobRecord.report` calls it."""
+        while outcome is None or self._settle(job, outcome):
+            attempt = job.begin()
+            if attempt is None:
+                return
+            limit = job.request.scheduling_timeout if job.request is not None else None
+            if limit is not None:
+                self._deadline(job, limit, attempt, Outcome.unplaced(), placing=True)
+            try:
+                outcome = self._start_attempt(job)
+            except Exception as exc:
+                logger.exception("%s could not start an attempt of %s", self.scheme, job.job_id)
+                outcome = Outcome.failed(exc)
+            if outcome is None:
+                return
+
+    def _settle(self, job: JobRecord, outcome: Outcome) -> bool:
+        with job.lock:
+            deadlines, job.deadlines = job.deadlines, []
+        for entry in deadlines:
+            TIMERS.cancel(entry)
+        if outcome.kind == "unplaced" and outcome.error is None:
+            outcome = Outcome.unplaced(self._pending_reason(job))
+        return job.settle(outcome)
+
+    def _placed(self, job: JobRecord) -> None:
+        """The current attempt runs: its ``timeout`` starts now."""
+        timeout = job.request.timeout if job.request is not None else None
+        if timeout is not None:
+            self._deadline(job, timeout, job.begun, Outcome.timed_out())
+
+    def _deadline(
+        self, job: JobRecord, after: float, attempt: int, outcome: Outcome, placing: bool = False
+    ) -> None:
+        entry = TIMERS.call_later(after, self._expire, job, attempt, outcome, placing)
+        with job.lock:
+            job.deadlines.append(entry)
+
+    def _expire(self, job: JobRecord, attempt: int, outcome: Outcome, placing: bool) -> None:
+        if job.stop(outcome, attempt=attempt, placing=placing):
+            self._cancel(job)
+
+    # -- hooks: the attempts -----------------------------------------------------------------
+
+    def _start_attempt(self, job: JobRecord) -> Outcome | None:
+        """Starts the job's current attempt and returns at once: ``None`` once it is under
+        way (the backend calls :meth:`JobRecord.placed` when it runs and
+        :meth:`JobRecord.report` when it ends), or its outcome if it already ended."""
+        raise NotImplementedError
+
+    def _cancel_attempt(self, job: JobRecord) -> float:
+        """Begins stopping the current attempt without waiting for it; the backend then
+        reports it (any outcome: the engine records why it was stopped). Returns how many
+        seconds to give it before the job is recorded STOPPED anyway."""
+        raise NotImplementedError
+
+    def _pending_reason(self, job: JobRecord) -> str | None:
+        """Why the job waits to be placed, where the backend can tell (read when asked)."""
+        del job
+        return None
+
+    # -- hooks: reading a job ----------------------------------------------------------------
+
+    def _refresh(self, job: JobRecord) -> float | None:
+        """Brings the record up to date where state is learnt by asking; returns how long
+        until it should be asked again (``None``: the record is kept current by events)."""
+        del job
+        return None
+
+    def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
+        """The job's output lines so far (the last ``tail`` of them), children's prefixed
+        with ``[child-id]`` and interleaved by time."""
+        if not include_children:
+            lines = [line for _ts, line in job.log.snapshot()]
+        else:
+            buffers = [(None, job)] + [(child.job_id, child) for child in job.descendants()]
+            merged: list[tuple[float, int, int, str]] = []
+            for order, (prefix, record) in enumerate(buffers):
+                tag = f"[{prefix}] " if prefix else ""
+                merged.extend(
+                    (ts, order, i, tag + line) for i, (ts, line) in enumerate(record.log.snapshot())
+                )
+            lines = [line for *_key, line in sorted(merged)]
+        return lines if tail is None else lines[len(lines) - tail :] if tail else []
+
+    def _result(self, job: JobRecord) -> Any:
+        """The value of a SUCCEEDED callable job."""
+        return job.value
+
+    def _info(self, job: JobRecord) -> JobInfo:
+        """The job's ``JobInfo``."""
+        if job.status is JobStatus.PENDING and not job.is_done:
+            return job.info(pending_reason=self._pending_reason(job))
+        return job.info()
+
+    # -- terminating -------------------------------------------------------------------------
+
+    def _cancel(self, job: JobRecord) -> None:
+        """Asks the backend to stop the job's attempt; records it STOPPED anyway if it has
+        not stopped within the time the backend asks for."""
+        try:
+            grace = self._cancel_attempt(job)
+        except Exception:
+            logger.exception("%s could not stop %s", self.scheme, job.job_id)
+            grace = 0.0
+        TIMERS.call_later(grace, self._give_up, job, grace)
+
+    def _give_up(self, job: JobRecord, grace: float) -> None:
+        if job.end(
+            JobStatus.STOPPED,
+            f"did not stop within {grace:g}s of being stopped (code that cannot be "
+            "interrupted, e.g. blocked in C); left to end on its own",
+        ):
+            logger.warning(
+                "job %s did not stop within %gs; left to end on its own", job.job_id, grace
+            )
+
+    def _stop(self, jobs: Iterable[JobRecord]) -> None:
+        """Stops these jobs without waiting."""
+        for job in jobs:
+            if job.stop(Outcome.stopped()):
+                self._cancel(job)
+
+    def _terminate(self, jobs: Sequence[JobRecord]) -> None:
+        """Stops these jobs and every job submitted from them, children first; returns once
+        all are finished (within the time their backends ask for)."""
+        every = [d for job in jobs for d in (*reversed(job.descendants()), job)]
+        self._stop(every)
+        for job in every:
+            job.wait()
+
+    def _job_ended(self, job: JobRecord) -> None:
+        """A job has its final status (before waiters wake): it may age out of the history."""
+        with self._lock:
+            finished = self._finished
+            if job.job_id in self._jobs and job.job_id not in finished:
+                finished[job.job_id] = None
+                while len(finished) > self._keep:
+                    self._jobs.pop(finished.popitem(last=False)[0], None)
+
+    def _after_end(self, job: JobRecord) -> None:
+        """After waiters woke: jobs do not outlive the job they were submitted from."""
+        with job.lock:
+            children = [child for child in job.children if not child.is_done]
+        self._stop(child for c in children for child in (*reversed(c.descendants()), c))
+
+    # -- the history -------------------------------------------------------------------------
+
+    def _remember(self, job: JobRecord) -> None:
+        """Under the client's lock: a new job (an id may come back: it runs again)."""
+        self._jobs[job.job_id] = job
+        self._finished.pop(job.job_id, None)
+
+    def get_job(self, job_id: str) -> Any:
+        """A handle to a job of this client, by id.
+
+        Raises:
+            JobNotFoundError: No such job here (or a finished one older than the history).
+        """
+        job = self._jobs.get(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            raise JobNotFoundError(
+                job_id,
+                f"no job with id {job_id!r} in this {type(self).__name__} (it keeps every "
+                f"unfinished job and the last {self._keep:,} finished ones; {FRAY_JOB_HISTORY} "
+                "sets how many)",
+            )
+        return self.handle_type(job)
+
+    def list_jobs(self) -> list[JobInfo]:
+        """Every unfinished job of this client and its most recent finished ones (see
+        ``FRAY_JOB_HISTORY``), in submission order."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+        return [self._info(job) for job in jobs]
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def _tables(self) -> tuple[Capabilities, ...]:
+        return tuple(t for t in (self.target, type(self).capabilities) if t is not None)
 
     def _check_open(self) -> None:
         """Raises once the client has been shut down."""
         if self.is_shutdown:
             raise FrayError(f"this {type(self).__name__} has been shut down; create a new one")
 
+    # -- actors ------------------------------------------------------------------------------
+
+    @final
     def create_actor_group(
         self,
         actor_class: type[T],
@@ -106,8 +420,9 @@ class BaseClient:
         **kwargs: Any,
     ) -> Any:
         """Creates ``count`` actors named ``{name}-{i}``; see ``fray.Client``."""
-        raise NotImplementedError
+        return self._new_group(actor_class, args, kwargs, name, count, resources, actor_config)
 
+    @final
     def create_actor(
         self,
         actor_class: type[T],
@@ -123,16 +438,52 @@ class BaseClient:
         Raises:
             ActorError: ``__init__`` raised (chained as ``__cause__``).
         """
-        group = self.create_actor_group(
-            actor_class,
-            *args,
-            name=name,
-            count=1,
-            resources=resources,
-            actor_config=actor_config,
-            **kwargs,
+        group = self._new_group(
+            actor_class, args, kwargs, name, 1, resources, actor_config, single=True
         )
         return group.wait_ready(timeout=None)[0]
+
+    def _new_group(
+        self,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str,
+        count: int,
+        resources: ResourceConfig | None,
+        actor_config: ActorConfig | None,
+        *,
+        single: bool = False,
+    ) -> Any:
+        self._check_open()
+        validate_actor_args(actor_class, name, count, resources, actor_config)
+        for table in self._tables():
+            table.check_resources(resources)
+        return self._create_actor_group(
+            actor_class,
+            args,
+            kwargs,
+            name=name,
+            count=count,
+            resources=resources,
+            actor_config=actor_config,
+            single=single,
+        )
+
+    def _create_actor_group(
+        self,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        name: str,
+        count: int,
+        resources: ResourceConfig | None,
+        actor_config: ActorConfig | None,
+        single: bool,
+    ) -> Any:
+        """Creates the group (the arguments are checked); ``single``: for ``create_actor``."""
+        raise NotImplementedError
 
     # -- hosted actors -----------------------------------------------------------------------
 
@@ -147,6 +498,7 @@ class BaseClient:
         del handle
         return lambda: None
 
+    @final
     def host_actor(
         self,
         actor_class: type[T],
@@ -155,12 +507,32 @@ class BaseClient:
         actor_config: ActorConfig | None = None,
         **kwargs: Any,
     ) -> HostedActor:
-        """Runs ``actor_class(*args, **kwargs)`` in this process and serves it on
-        :meth:`_hosting_address` to callers holding its handle; see ``fray.Client``.
-        :meth:`_stop_hosted` (from ``shutdown``) stops what is still served."""
+        """Runs ``actor_class(*args, **kwargs)`` in this process, as an actor named
+        ``name`` whose handle callers elsewhere can use; see ``fray.Client``.
+
+        Raises:
+            ActorError: ``__init__`` raised (chained as ``__cause__``).
+        """
         self._check_open()
         validate_actor_args(actor_class, name, 1, None, actor_config)
-        hosted = host_in_process(
+        hosted = self._host_actor(actor_class, args, kwargs, name, actor_config)
+        with self._lock:
+            self._hosted.append(hosted)
+        return hosted
+
+    def _host_actor(
+        self,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str,
+        actor_config: ActorConfig | None,
+    ) -> HostedActor:
+        """Hosts the actor (the arguments are checked): by default served on
+        :meth:`_hosting_address` to callers holding its handle."""
+        from fray.backend._hosting import host_in_process
+
+        return host_in_process(
             self,
             actor_class,
             args,
@@ -170,13 +542,31 @@ class BaseClient:
             host=self._hosting_address(),
             announce=self._announce_hosted,
         )
-        if self._hosted is None:
-            self._hosted = []
-        self._hosted.append(hosted)
-        return hosted
 
-    def _stop_hosted(self) -> None:
-        """Stops serving every actor this client hosted."""
-        hosted, self._hosted = self._hosted or [], None
+    # -- shutting down -----------------------------------------------------------------------
+
+    @final
+    def shutdown(self, wait: bool = True) -> None:
+        """Stops every unfinished job (all at once, each within the time its backend asks
+        for, then recorded STOPPED anyway) and every actor, and releases what the client
+        holds. Later calls do nothing."""
+        from fray._client import forget_default
+
+        with self._lock:
+            if self.is_shutdown:
+                return
+            self.is_shutdown = True
+            jobs = [job for job in self._jobs.values() if not job.is_done]
+            hosted, self._hosted = self._hosted, []
+        self._stop(jobs)
+        for job in jobs:
+            job.wait()
         for actor in hosted:
             actor.shutdown()
+        self._shutdown(wait)
+        forget_default(self)
+
+    def _shutdown(self, wait: bool) -> None:
+        """Releases what the backend holds (actors, threads, connections); every job has
+        ended."""
+        del wait

@@ -1,99 +1,29 @@
-"""The job handle, written once over a few hooks each backend fills in."""
+"""The job handle: one class over a :class:`JobRecord`, the same on every backend (what
+differs is asked of the record's client: refresh, lines, value)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, overload
 
 from fray._types import JobInfo, JobStatus
 from fray.backend._record import JobRecord
 from fray.errors import InvalidRequestError, JobFailedError, JobTimeoutError
 
-__all__ = ["BaseJobHandle", "check_max_lines", "check_result"]
+__all__ = ["BaseJobHandle"]
 
 _FOLLOW_POLL_S = 0.2
 
 
-def check_result(job_id: str, status: JobStatus, error: str | None, *, is_callable: bool) -> None:
-    """Raises what ``JobHandle.result()`` raises for a finished job with no value to return:
-    it did not succeed, or it is a command job."""
-    if status is not JobStatus.SUCCEEDED:
-        raise JobFailedError(job_id, status, error or "the job was stopped")
-    if not is_callable:
-        raise JobFailedError(job_id, status, "a command job has no return value; read its logs()")
-
-
-def check_max_lines(max_lines: Any) -> int | None:
-    """Validates ``logs(max_lines=...)``: a whole number >= 0 (0, as ``None``, means every
-    line, as the predecessor's 0 did).
-
-    Raises:
-        InvalidRequestError: Anything else.
-    """
-    if max_lines is None:
-        return None
-    if isinstance(max_lines, bool) or not isinstance(max_lines, int) or max_lines < 0:
-        raise InvalidRequestError.for_field(
-            "logs.max_lines",
-            max_lines,
-            "must be a whole number: N > 0 for the last N lines, 0 or None for all of them",
-        )
-    return max_lines or None
-
-
 class BaseJobHandle:
-    """A handle over a :class:`JobRecord`: ``status``, ``wait``, ``result``, ``logs``,
-    ``info``, ``terminate`` and ``add_done_callback``, the same on every backend.
-
-    A backend writes :meth:`_terminate` and :meth:`_lines`, and where its record is not
-    kept current by events, :meth:`_refresh` (and :meth:`_poll_interval`); where waiting
-    means more than blocking on the record (driving Ray refs), :meth:`_block`.
-    """
+    """A handle to a job: ``status``, ``wait``, ``result``, ``logs``, ``info``,
+    ``terminate`` and ``add_done_callback``; see ``fray.JobHandle``."""
 
     __slots__ = ("_job",)
 
     def __init__(self, job: JobRecord) -> None:
         self._job = job
-
-    # -- hooks -------------------------------------------------------------------------------
-
-    def _refresh(self) -> None:
-        """Brings the record up to date (polls the backend); a no-op where events do."""
-
-    def _poll_interval(self) -> float | None:
-        """How long to block before :meth:`_refresh` must run again; ``None``: no need."""
-        return None
-
-    def _block(self, timeout: float | None) -> None:
-        """Blocks until the job may have ended, at most ``timeout`` seconds."""
-        self._job.wait_done(timeout)
-
-    def _terminate(self) -> None:
-        """Stops the job and its children; returns once they are STOPPED."""
-        raise NotImplementedError
-
-    def _lines(self, include_children: bool) -> list[str]:
-        """Every output line so far; children's prefixed with ``[child-id]``."""
-        raise NotImplementedError
-
-    def _output_done(self, include_children: bool) -> bool:
-        """Whether no more lines will come (the job, and its children if asked, ended)."""
-        return self._job.is_done
-
-    def _await_output(self, seen: int, include_children: bool, timeout: float) -> None:
-        """Blocks until there may be more than ``seen`` lines, at most ``timeout``."""
-        self._block(timeout)
-
-    def _children(self) -> Sequence[str]:
-        """Ids of the jobs submitted from this one."""
-        return ()
-
-    def _value(self) -> Any:
-        """The return value of a SUCCEEDED callable job."""
-        return self._job.value
-
-    # -- the handle --------------------------------------------------------------------------
 
     @property
     def job_id(self) -> str:
@@ -102,29 +32,35 @@ class BaseJobHandle:
 
     def status(self) -> JobStatus:
         """The job's current status."""
-        self._refresh()
-        return self._job.status
+        job = self._job
+        job.client._refresh(job)  # pyright: ignore[reportPrivateUsage]
+        return job.status
 
     def _await_end(self, timeout: float | None) -> bool:
         job = self._job
-        self._refresh()
-        if job.is_done:
-            return True
+        client = job.client
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            step = self._poll_interval()
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return job.is_done
-                step = remaining if step is None else min(step, remaining)
-            self._block(step)
-            self._refresh()
+            step = client._refresh(job)  # pyright: ignore[reportPrivateUsage]
             if job.is_done:
+                return True
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                step = left if step is None else min(step, left)
+            if job.wait(step):
                 return True
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
-        """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
+        """Blocks until the job is finished and returns its status; see
+        ``fray.JobHandle.wait``.
+
+        Raises:
+            JobTimeoutError: ``timeout`` seconds passed first.
+            JobFailedError: It FAILED and ``raise_on_failure`` is set (the user's exception
+                chained as ``__cause__``).
+        """
         job = self._job
         if not self._await_end(timeout):
             raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
@@ -133,54 +69,99 @@ class BaseJobHandle:
         return job.status
 
     def result(self, timeout: float | None = None) -> Any:
-        """The callable's return value; see ``fray.JobHandle.result``."""
+        """The callable's return value; see ``fray.JobHandle.result``.
+
+        Raises:
+            JobFailedError: The job did not succeed, or it is a command job.
+        """
         status = self.wait(timeout)
         job = self._job
-        check_result(job.job_id, status, job.error, is_callable=job.request.entrypoint.is_callable)
-        return self._value()
+        if status is not JobStatus.SUCCEEDED:
+            raise JobFailedError(job.job_id, status, job.error or "the job was stopped")
+        if job.request is not None and not job.request.entrypoint.is_callable:
+            raise JobFailedError(
+                job.job_id, status, "a command job has no return value; read its logs()"
+            )
+        return job.client._result(job)  # pyright: ignore[reportPrivateUsage]
 
     def terminate(self) -> None:
-        """Stops the job and its children; returns once they are STOPPED."""
-        self._terminate()
+        """Stops the job and the jobs submitted from it; returns once they are finished."""
+        self._job.client._terminate([self._job])  # pyright: ignore[reportPrivateUsage]
+
+    @overload
+    def logs(
+        self,
+        max_lines: int | None = None,
+        *,
+        follow: Literal[False] = False,
+        include_children: bool = False,
+    ) -> tuple[str, ...]: ...
+
+    @overload
+    def logs(
+        self, max_lines: int | None = None, *, follow: Literal[True], include_children: bool = False
+    ) -> Iterator[str]: ...
 
     def logs(
         self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
-    ) -> Iterator[str]:
-        """The job's output lines; see ``fray.JobHandle.logs``.
+    ) -> tuple[str, ...] | Iterator[str]:
+        """The job's output lines: a tuple of those so far, or with ``follow`` an iterator
+        that yields them and then new ones until the job (and its children, if included)
+        has finished.
 
         Args:
-            max_lines: Start with only the last ``max_lines`` lines so far (a tail); 0 or
-                ``None``: every line.
-            follow: Keep yielding new lines until the job (and its children, if included)
-                has finished.
+            max_lines: Only the last ``max_lines`` lines so far (a tail); 0 or ``None``:
+                every line.
+            follow: Keep yielding new lines until the job has finished.
             include_children: Interleave child jobs' lines, prefixed ``[child-id]``.
-        """
-        tail = check_max_lines(max_lines)
-        return self._iter_logs(follow, include_children, tail)
 
-    def _iter_logs(self, follow: bool, include_children: bool, tail: int | None) -> Iterator[str]:
-        self._refresh()
-        lines = self._lines(include_children)
-        seen = len(lines)
-        yield from lines if tail is None else lines[len(lines) - tail :] if tail else ()
+        Raises:
+            InvalidRequestError: ``max_lines`` is not a whole number >= 0.
+        """
+        if max_lines is not None and (
+            isinstance(max_lines, bool) or not isinstance(max_lines, int) or max_lines < 0
+        ):
+            raise InvalidRequestError.for_field(
+                "logs.max_lines",
+                max_lines,
+                "must be a whole number: N > 0 for the last N lines, 0 or None for all of them",
+            )
+        tail = max_lines or None
+        job = self._job
+        client = job.client
+        client._refresh(job)  # pyright: ignore[reportPrivateUsage]
+        lines = client._lines(job, include_children, tail)  # pyright: ignore[reportPrivateUsage]
         if not follow:
-            return
+            return tuple(lines)
+        return self._follow(lines, include_children)
+
+    def _follow(self, first: list[str], include_children: bool) -> Iterator[str]:
+        job = self._job
+        client = job.client
+        yield from first
+        seen = len(client._lines(job, include_children, None))  # pyright: ignore[reportPrivateUsage]
         while True:
-            finished = self._output_done(include_children)
-            lines = self._lines(include_children)
+            own = len(job.log)
+            step = client._refresh(job)  # pyright: ignore[reportPrivateUsage]
+            done = job.is_done and (
+                not include_children or all(child.is_done for child in job.descendants())
+            )
+            lines = client._lines(job, include_children, None)  # pyright: ignore[reportPrivateUsage]
             if len(lines) > seen:
                 yield from lines[seen:]
                 seen = len(lines)
-                continue
-            if finished:
+            elif done:
                 return
-            self._await_output(seen, include_children, _FOLLOW_POLL_S)
-            self._refresh()
+            elif job.is_done:  # its children still run: look again in a while
+                time.sleep(step or _FOLLOW_POLL_S)
+            else:  # woken by its own new lines, or looks again in a while
+                job.log.wait_for_more(own, step or _FOLLOW_POLL_S)
 
     def info(self) -> JobInfo:
         """Attempts, preemptions, failures, error, parent and children."""
-        self._refresh()
-        return self._job.info(self._children())
+        job = self._job
+        job.client._refresh(job)  # pyright: ignore[reportPrivateUsage]
+        return job.client._info(job)  # pyright: ignore[reportPrivateUsage]
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         """Calls ``callback(handle)`` once the job is finished (at once if it already is)."""
@@ -188,7 +169,7 @@ class BaseJobHandle:
             callback(self)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._job is self._job  # pyright: ignore
+        return isinstance(other, BaseJobHandle) and other._job is self._job
 
     def __hash__(self) -> int:
         return hash(self._job.job_id)

@@ -13,7 +13,6 @@ import io
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO
 
 __all__ = [
@@ -21,7 +20,7 @@ __all__ = [
     "LogBuffer",
     "PrefixedSink",
     "capture_into",
-    "merge_logs",
+    "echo_stream",
     "restore_output",
     "route_output",
 ]
@@ -55,28 +54,17 @@ class LogBuffer:
     is lost.
     """
 
-    __slots__ = ("_lock", "_partial", "_waiting", "closed", "lines")
+    __slots__ = ("_cond", "_lines", "_partial", "closed")
 
     def __init__(self) -> None:
-        self.lines: list[tuple[float, str]] = []
+        self._lines: list[tuple[float, str]] = []
         # By thread: what it wrote after its last newline, and the prefix of its lines.
         self._partial: dict[int, tuple[str, str]] = {}
-        self._lock = threading.RLock()
-        # Made by the first reader that waits: most jobs' output is never followed, and a
-        # Condition is several objects per job for the collector to walk.
-        self._waiting: threading.Condition | None = None
+        self._cond = threading.Condition(threading.Lock())
         self.closed = False
 
-    def _wake(self) -> None:
-        """Wakes waiting readers; call it holding ``_lock``."""
-        if self._waiting is not None:
-            self._waiting.notify_all()
-
-    def _wait(self, timeout: float) -> None:
-        """Waits for :meth:`_wake`, at most ``timeout``; call it holding ``_lock``."""
-        if self._waiting is None:
-            self._waiting = threading.Condition(self._lock)
-        self._waiting.wait(timeout)
+    def __len__(self) -> int:
+        return len(self._lines)
 
     def write(self, text: str, prefix: str = "") -> None:
         """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
@@ -84,7 +72,7 @@ class LogBuffer:
         if not text:
             return
         me = threading.get_ident()
-        with self._lock:
+        with self._cond:
             pending = self._partial.pop(me, None)
             if pending:
                 text = pending[0] + text
@@ -93,77 +81,28 @@ class LogBuffer:
                 self._partial[me] = (rest, prefix)
             if complete:
                 now = time.time()
-                self.lines.extend((now, prefix + line) for line in complete)
-                self._wake()
+                self._lines.extend((now, prefix + line) for line in complete)
+                self._cond.notify_all()
 
     def close(self) -> None:
-        with self._lock:
-            if self._partial:
-                now = time.time()
-                self.lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
-                self._partial.clear()
+        """No more output: unfinished last lines become lines."""
+        with self._cond:
+            now = time.time()
+            self._lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
+            self._partial.clear()
             self.closed = True
-            self._wake()
+            self._cond.notify_all()
 
-    def reopen(self) -> None:
-        with self._lock:
-            self.closed = False
+    def snapshot(self) -> list[tuple[float, str]]:
+        """The ``(time, line)`` pairs so far."""
+        with self._cond:
+            return list(self._lines)
 
     def wait_for_more(self, count: int, timeout: float) -> None:
         """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
-        with self._lock:
-            if len(self.lines) <= count and not self.closed:
-                self._wait(timeout)
-
-    def follow(self, start: int = 0) -> Iterator[str]:
-        """Yields lines from ``start`` on, waiting for new ones until the buffer is closed."""
-        index = start
-        while True:
-            with self._lock:
-                while index >= len(self.lines) and not self.closed:
-                    self._wait(0.5)
-                batch = self.lines[index:]
-                closed = self.closed
-            for _ts, line in batch:
-                yield line
-            index += len(batch)
-            if closed and index >= len(self.lines):
-                return
-
-
-def merge_logs(buffers: list[tuple[str | None, LogBuffer]]) -> list[str]:
-    """Interleaves several buffers by time; lines of named buffers get ``[name] `` first."""
-    merged: list[tuple[float, int, int, str]] = []
-    for order, (name, buf) in enumerate(buffers):
-        prefix = f"[{name}] " if name else ""
-        merged.extend((ts, order, i, prefix + line) for i, (ts, line) in enumerate(list(buf.lines)))
-    merged.sort()
-    return [line for *_rest, line in merged]
-
-
-def follow_many(
-    buffers: Callable[[], list[tuple[str | None, LogBuffer]]], finished: Callable[[], bool]
-) -> Iterator[str]:
-    """Follows a changing set of buffers, yielding new lines in time order until
-    ``finished()`` holds and everything has been yielded."""
-    seen: dict[int, int] = {}
-    while True:
-        done = finished()
-        current = buffers()
-        fresh: list[tuple[float, int, str]] = []
-        for order, (name, buf) in enumerate(current):
-            start = seen.get(id(buf), 0)
-            lines = buf.lines[start:]
-            seen[id(buf)] = start + len(lines)
-            prefix = f"[{name}] " if name else ""
-            fresh.extend((ts, order, prefix + line) for ts, line in lines)
-        fresh.sort()
-        for *_rest, line in fresh:
-            yield line
-        if done and not fresh:
-            return
-        if not fresh:
-            current[0][1].wait_for_more(seen[id(current[0][1])], 0.2)
+        with self._cond:
+            if len(self._lines) <= count and not self.closed:
+                self._cond.wait(timeout)
 
 
 # ---------------------------------------------------------------------------------------------

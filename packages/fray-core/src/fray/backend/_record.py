@@ -1,173 +1,387 @@
-"""The job record: one job's bookkeeping and its state machine, the same on every backend.
+"""A job's record and how an attempt ends: the state machine every backend shares.
 
-A record moves PENDING → RUNNING → SUCCEEDED | FAILED | STOPPED and never leaves a final
-status. Attempts are counted as they start; each failed or preempted attempt is charged to
-its own budget (``max_retries_failure``, ``max_retries_preemption``), and the record alone
-decides whether another attempt follows, with the same messages on every backend.
+A record's status moves PENDING → RUNNING → SUCCEEDED | FAILED | STOPPED and never leaves a
+final status. Its current attempt is in one :class:`Phase` at a time::
 
-Records are slotted and hold no container they do not need: a driver keeps thousands
-(see ``fray.backend.JobHistory``). ``done`` is one shared object until a thread blocks on the job.
+    IDLE ─begin─▶ PLACING ─placed─▶ RUNNING ─report─▶ IDLE (another attempt) or ENDED
+                     └───────┴── stop (terminate, timeout) ─▶ STOPPING ─report─▶ ENDED
+
+Every change goes through a method that takes the record's lock. :meth:`JobRecord.settle`
+is the one decision whether another attempt follows: a failed attempt is charged to
+``max_retries_failure``, a preempted one to ``max_retries_preemption``, with the same
+messages on every backend.
 """
 
 from __future__ import annotations
 
-import logging
+import dataclasses
+import enum
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from fray._types import JobInfo, JobRequest, JobStatus
+from fray.backend._output import LogBuffer
 
-__all__ = ["JobRecord"]
+if TYPE_CHECKING:
+    from fray.backend._client import BaseClient
 
-logger = logging.getLogger("fray.backend")
+__all__ = ["JobRecord", "Outcome", "Phase", "job_id_part", "portable_error"]
+
+OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
 
-class _Done:
-    """That a job has ended, for threads that block on it: ``flag`` is read without a lock.
+def job_id_part(name: str) -> str:
+    """``name`` as one part of a job id: ``/`` separates a parent's id from its children's,
+    so ``%`` becomes ``%25`` and ``/`` becomes ``%2F`` (Marin names jobs after paths)."""
+    return name.replace("%", "%25").replace("/", "%2F")
 
-    Each waiter blocks on a lock of its own that :meth:`set` releases (what
-    ``threading.Event`` does beneath its ``Condition``, without building one per job).
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended; a backend reports it with :meth:`JobRecord.report`.
+
+    Build one with the class methods. It pickles (a cause that would not is replaced by a
+    ``RuntimeError`` carrying its type and text), so a worker process can send it back.
+
+    Attributes:
+        kind: ``succeeded``, ``failed``, ``preempted``, ``stopped``, ``timed_out`` or
+            ``unplaced``.
+        value: The callable's return value (``succeeded``).
+        cause: The user's exception behind a failure, where known.
+        error: What went wrong, in words (the failure, the preemption or why the job was not
+            placed).
+        exit_code: The process's exit code, where there was one.
+        failed_tasks: How many replicas failed (``failed``), for ``max_task_failures``.
+        trace: The failure's traceback, where :meth:`of_call` caught it.
     """
 
-    __slots__ = ("_waiters", "flag")
-    _lock = threading.Lock()
+    kind: OutcomeKind
+    value: Any = None
+    cause: BaseException | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    failed_tasks: int = 1
+    trace: str | None = dataclasses.field(default=None, repr=False)
 
-    def __init__(self) -> None:
-        self.flag = False
-        self._waiters: list[threading.Lock] = []
+    @classmethod
+    def succeeded(cls, value: Any = None, exit_code: int | None = None) -> Outcome:
+        """The attempt succeeded with ``value``."""
+        return cls("succeeded", value, exit_code=exit_code)
 
-    def set(self) -> None:
-        with self._lock:
-            self.flag = True
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter.release()
+    @classmethod
+    def failed(
+        cls,
+        cause: BaseException | None = None,
+        error: str | None = None,
+        exit_code: int | None = None,
+        failed_tasks: int = 1,
+    ) -> Outcome:
+        """The attempt failed; ``error`` defaults to the cause's type and text."""
+        if error is None:
+            error = f"{type(cause).__name__}: {cause}" if cause is not None else "failed"
+        return cls("failed", None, cause, error, exit_code, max(failed_tasks, 1))
 
-    def wait(self, timeout: float | None = None) -> bool:
-        if self.flag:
-            return True
-        waiter = threading.Lock()
-        waiter.acquire()
-        with self._lock:
-            if self.flag:
-                return True
-            self._waiters.append(waiter)
-        if timeout is None:
-            woken = waiter.acquire()
-        elif timeout > 0:
-            woken = waiter.acquire(True, timeout)
-        else:
-            woken = waiter.acquire(False)
-        if not woken:
-            with self._lock:  # unless set() has just taken it to release it
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-        return woken or self.flag
+    @classmethod
+    def preempted(cls, reason: str, exit_code: int | None = None) -> Outcome:
+        """The attempt was lost to something outside it (a node went away)."""
+        return cls("preempted", error=reason, exit_code=exit_code)
+
+    @classmethod
+    def stopped(cls) -> Outcome:
+        """The attempt was stopped (by ``terminate()`` or shutdown)."""
+        return cls("stopped")
+
+    @classmethod
+    def timed_out(cls) -> Outcome:
+        """The attempt ran past ``JobRequest.timeout``."""
+        return cls("timed_out")
+
+    @classmethod
+    def unplaced(cls, reason: str | None = None) -> Outcome:
+        """No node took the attempt within ``JobRequest.scheduling_timeout``."""
+        return cls("unplaced", error=reason)
+
+    @classmethod
+    def of_call(cls, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Outcome:
+        """Calls ``fn`` and returns how it went: every exception is caught, ``SystemExit``
+        included (its code is the exit code; any other exception's is 1)."""
+        try:
+            return cls("succeeded", fn(*args, **kwargs))
+        except BaseException as exc:
+            code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
+            error = f"{type(exc).__name__}: {exc}"
+            return cls("failed", None, exc, error, code or 1, trace=traceback.format_exc())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        cause = None if self.cause is None else portable_error(self.cause)
+        fields = (self.kind, self.value, cause, self.error, self.exit_code, self.failed_tasks)
+        return (Outcome, (*fields, self.trace))
 
 
-class _Pending:
-    """A job's ``done`` until it ends or a thread blocks on it: one shared object."""
+def portable_error(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling; otherwise a ``RuntimeError`` with its type and text."""
+    import cloudpickle
 
-    __slots__ = ()
-    flag = False
+    try:
+        cloudpickle.loads(cloudpickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
 
 
-_PENDING = _Pending()
-_FINISHED = _Done()
-_FINISHED.flag = True
+class Phase(enum.Enum):
+    """Where a job's current attempt is."""
+
+    IDLE = "idle"  # no attempt under way: before the first, or between two
+    PLACING = "placing"  # started; waits for a place to run
+    RUNNING = "running"
+    STOPPING = "stopping"  # asked to stop; ends once the backend reports the attempt over
+    ENDED = "ended"  # the final status is recorded
 
 
 class JobRecord:
-    """One job's bookkeeping: status, attempts, both retry budgets, timestamps, value,
-    error and the callbacks to run when it ends.
-
-    Backends subclass it to hold what only they need (replicas, Ray refs, ...) and may
-    override the hooks :meth:`note`, :meth:`_on_end` and :meth:`_after_end`.
+    """One job's bookkeeping: status, attempts, both retry budgets, output, value, children
+    and the callbacks to run when it ends.
 
     Attributes:
+        client: The client that runs it (its backend's hooks act on the record).
         job_id: The job's id (``parent/child`` for a job submitted from a job).
-        request: What was submitted.
+        name: The job's name.
+        request: What was submitted; ``None`` for a job this client found by id.
         parent: The parent job's id, if any.
+        replicas: Replicas per attempt.
         status: The current status.
-        attempts: Attempts started so far.
+        phase: Where the current attempt is.
+        attempts: Attempts that started running so far.
+        begun: Attempts begun so far, placed or not (what tells the current one apart).
         failures: Attempts that failed on their own.
         preemptions: Attempts lost to preemption.
         error: The last error text.
         cause: The user's exception behind a failure, where known.
         exit_code: The last attempt's exit code, where known.
         value: The callable's return value once SUCCEEDED.
-        lock: Guards every field; held only briefly.
+        log: The job's output lines (where the backend keeps them in this process).
+        children: Records of the jobs submitted from this one in this process.
+        data: What the backend keeps for the current attempt (replicas, Ray refs, ...).
+        deadlines: The engine's timers for the current attempt.
+        lock: Guards every field; held only briefly, never while a backend hook runs.
     """
 
     __slots__ = (
+        "_callbacks",
+        "_done",
+        "_stop_as",
+        "_task_failures",
         "attempts",
-        "callbacks",
+        "begun",
         "cause",
-        "done",
-        "ended",
+        "children",
+        "client",
+        "data",
+        "deadlines",
         "error",
         "exit_code",
         "failures",
         "finished_at",
         "job_id",
         "lock",
+        "log",
+        "name",
         "parent",
+        "phase",
         "preemptions",
+        "replicas",
         "request",
         "started_at",
         "status",
-        "stop_requested",
         "submitted_at",
-        "task_failures",
         "value",
     )
 
-    def __init__(self, job_id: str, request: JobRequest, parent: str | None = None) -> None:
+    def __init__(
+        self,
+        client: BaseClient,
+        job_id: str,
+        request: JobRequest | None = None,
+        *,
+        parent: str | None = None,
+        name: str | None = None,
+        replicas: int | None = None,
+    ) -> None:
+        self.client = client
         self.job_id = job_id
         self.request = request
+        self.name = name if name is not None else request.name if request is not None else job_id
         self.parent = parent
+        if replicas is None:
+            replicas = request.replica_count if request is not None else 1
+        self.replicas = replicas
         self.status = JobStatus.PENDING
-        self.ended = False  # a final status is recorded (under ``lock``)
-        self.attempts = 0
-        self.failures = 0
-        self.task_failures = 0
-        self.preemptions = 0
+        self.phase = Phase.IDLE
+        self.attempts = self.begun = self.failures = self.preemptions = self._task_failures = 0
         self.error: str | None = None
         self.cause: BaseException | None = None
         self.exit_code: int | None = None
         self.value: Any = None
+        self.log = LogBuffer()
+        self.children: list[JobRecord] = []
+        self.data: Any = None
+        self.deadlines: list[Any] = []
         self.lock = threading.Lock()
-        self.done: _Pending | _Done = _PENDING
-        self.callbacks: Sequence[Callable[[], None]] = ()  # replaced, never mutated
-        self.stop_requested = False
+        self._done = threading.Event()
+        self._callbacks: list[Callable[[], None]] = []
+        self._stop_as: Outcome | None = None
         self.submitted_at = time.time()
         self.started_at: float | None = None
         self.finished_at: float | None = None
 
-    # -- the state machine -------------------------------------------------------------------
+    # -- an attempt's life: the engine calls begin and stop, the backend placed and report --
 
-    def mark_running(self) -> bool:
-        """PENDING → RUNNING (stamps ``started_at``); ``False`` if it has ended or is being
-        stopped. Call it under no lock."""
+    def begin(self) -> int | None:
+        """IDLE → PLACING: begins a new attempt and returns its number (from 1); ``None``
+        once the job is ending."""
         with self.lock:
-            if self.ended or self.stop_requested:
+            if self.phase is not Phase.IDLE:
+                return None
+            self.begun += 1
+            self.phase = Phase.PLACING
+            return self.begun
+
+    def placed(self) -> bool:
+        """The backend placed the current attempt: PLACING → RUNNING (status RUNNING);
+        ``False`` if the attempt is no longer waiting to be placed."""
+        with self.lock:
+            if self.phase is not Phase.PLACING:
                 return False
+            self.phase = Phase.RUNNING
+            self.status = JobStatus.RUNNING
+            self.attempts += 1
             if self.started_at is None:
                 self.started_at = time.time()
-            self.status = JobStatus.RUNNING
-            return True
+        self.client._placed(self)  # pyright: ignore[reportPrivateUsage]
+        return True
 
-    def begin_attempt(self) -> int:
-        """Counts a new attempt and returns its number (from 1)."""
-        self.attempts += 1
-        return self.attempts
+    def report(self, outcome: Outcome) -> None:
+        """The backend's one report that the current attempt is over (from any thread):
+        the engine records it and starts another attempt if the budgets allow."""
+        self.client._run_attempts(self, outcome)  # pyright: ignore[reportPrivateUsage]
 
-    def unplaced_error(self, reason: str | None) -> str:
-        """The error of a job that was not placed within ``JobRequest.scheduling_timeout``:
-        what each replica asked for and, where the backend says, why no node took it."""
+    def stop(self, outcome: Outcome, *, attempt: int | None = None, placing: bool = False) -> bool:
+        """Asks the job to end as ``outcome`` (stopped, timed out, not placed); returns
+        whether an attempt is under way that the backend must now cancel. With no attempt
+        under way the job ends at once. ``attempt``: only if that attempt is the current
+        one; ``placing``: only while it waits to be placed."""
+        with self.lock:
+            if attempt is not None and attempt != self.begun:
+                return False
+            phase = self.phase
+            if phase is Phase.ENDED or (placing and phase is not Phase.PLACING):
+                return False
+            if phase is Phase.STOPPING:
+                if outcome.kind == "stopped":  # a stop asked for overrides a deadline
+                    self._stop_as = outcome
+                return False
+            self._stop_as = outcome
+            self.phase = Phase.STOPPING
+        if phase is Phase.IDLE:
+            self.settle(outcome)
+            return False
+        return True
+
+    def settle(self, outcome: Outcome) -> bool:
+        """Records how the current attempt ended and decides: ``True`` when another attempt
+        follows, else the job is finished. The only place where the budgets are applied."""
+        with self.lock:
+            if self.phase is Phase.ENDED:
+                return False
+            if self.phase is Phase.STOPPING and self._stop_as is not None:
+                outcome = self._stop_as
+            kind = outcome.kind
+            if kind in ("succeeded", "failed", "preempted"):
+                self.exit_code = outcome.exit_code
+                if self.phase is Phase.PLACING:  # it ran, though never reported placed
+                    self.attempts += 1
+            status = JobStatus.FAILED
+            if kind == "succeeded":
+                self.value, status = outcome.value, JobStatus.SUCCEEDED
+            elif kind == "stopped":
+                status = JobStatus.STOPPED
+            elif kind == "timed_out":
+                timeout = self.request.timeout if self.request is not None else None
+                cause = TimeoutError(
+                    f"attempt {self.attempts} ran longer than timeout={timeout:g}s"
+                )
+                self._charge_failure(cause, f"TimeoutError: {cause}", self.replicas, retry=False)
+            elif kind == "unplaced":
+                self.cause, self.error = None, self._unplaced_error(outcome.error)
+            elif kind == "failed":
+                error = outcome.error or "failed"
+                if self._charge_failure(outcome.cause, error, outcome.failed_tasks, retry=True):
+                    return self._retry(f"failed ({error})")
+            else:
+                self.preemptions += 1
+                self.error = reason = outcome.error or "preempted"
+                request = self.request
+                budget = request.max_retries_preemption if request is not None else 0
+                if self.preemptions <= budget:
+                    return self._retry(f"was preempted ({reason})")
+                self.cause = None
+                self.error = (
+                    f"preempted {self.preemptions} times, more than max_retries_preemption="
+                    f"{budget}; last: {reason}"
+                )
+            self._finishing(status)
+        self._finished()
+        return False
+
+    def end(self, status: JobStatus, error: str | None = None) -> bool:
+        """Records a final status the backend decided itself (a cluster that retries on
+        its own, a stop that did not take); ``False`` if the job had already ended."""
+        with self.lock:
+            if self.phase is Phase.ENDED:
+                return False
+            if error is not None:
+                self.error = error
+            self._finishing(status)
+        self._finished()
+        return True
+
+    def _charge_failure(
+        self, cause: BaseException | None, error: str, tasks: int, *, retry: bool
+    ) -> bool:
+        """Under the lock: charges a failed attempt; returns whether the budgets allow a
+        retry (never without ``retry``: a timed-out attempt ran into a deadline, as Iris
+        enforces it, and would again)."""
+        self.failures += 1
+        self._task_failures += max(tasks, 1)
+        self.cause, self.error = cause, error
         request = self.request
+        if request is None or not retry:
+            return False
+        limit = request.max_task_failures
+        if limit and self._task_failures > limit:
+            self.error = (
+                f"{self._task_failures} failed task attempts, more than max_task_failures="
+                f"{limit}; last: {error}"
+            )
+            return False
+        return self.failures <= request.max_retries_failure
+
+    def _retry(self, what: str) -> bool:
+        """Under the lock: the attempt is over and another follows."""
+        self.phase = Phase.IDLE
+        self.log.write(f"[fray] attempt {self.attempts} {what}; retrying\n")
+        return True
+
+    def _unplaced_error(self, reason: str | None) -> str:
+        """What a job not placed within ``scheduling_timeout`` fails with: what each replica
+        asked for and, where the backend says, why no node took it."""
+        request = self.request
+        if request is None:
+            return reason or "not placed"
         res = request.resources
         asked = f"cpu={res.cpu:g}, ram={res.ram}"
         device = res.device
@@ -181,149 +395,93 @@ class JobRecord:
             asked += f", zone={res.zone}"
         if not res.preemptible:
             asked += ", preemptible=False"
-        waited = request.scheduling_timeout or 0.0
         text = (
-            f"not placed within scheduling_timeout={waited:g}s: each of its "
-            f"{request.replica_count} replica(s) asks for {asked}"
+            f"not placed within scheduling_timeout={request.scheduling_timeout or 0:g}s: each "
+            f"of its {self.replicas} replica(s) asks for {asked}"
         )
         return f"{text}; the cluster says: {reason}" if reason else text
 
-    def timeout_error(self) -> TimeoutError:
-        """What a job whose current attempt ran past ``JobRequest.timeout`` fails with."""
-        timeout = self.request.timeout or 0.0
-        return TimeoutError(f"attempt {self.attempts} ran longer than timeout={timeout:g}s")
+    def _finishing(self, status: JobStatus) -> None:
+        """Under the lock: records the final status."""
+        self.phase = Phase.ENDED
+        self.status = status
+        self.finished_at = time.time()
+        self._stop_as = None
 
-    def on_timeout(self, failed_tasks: int = 1) -> None:
-        """Records that the current attempt ran past ``JobRequest.timeout`` and was stopped:
-        a failure that ends the job whatever retries are left (a deadline, as Iris enforces
-        it: an attempt that ran out of time once would again). The caller then finishes the
-        job FAILED."""
-        cause = self.timeout_error()
-        self.failures += 1
-        self.task_failures += max(failed_tasks, 1)
-        self.cause, self.error, self.exit_code = cause, f"TimeoutError: {cause}", None
-
-    def on_failure(
-        self,
-        cause: BaseException | None,
-        error: str,
-        code: int | None = None,
-        *,
-        failed_tasks: int = 1,
-    ) -> bool:
-        """Charges a failed attempt to ``max_retries_failure`` (and its ``failed_tasks``
-        failed replicas to the job-wide ``max_task_failures``); returns whether to retry."""
-        self.failures += 1
-        self.task_failures += max(failed_tasks, 1)
-        self.cause, self.error, self.exit_code = cause, error, code
-        limit = self.request.max_task_failures
-        if limit and self.task_failures > limit:
-            self.error = (
-                f"{self.task_failures} failed task attempts, more than max_task_failures="
-                f"{limit}; last: {error}"
-            )
-            return False
-        if self.failures <= self.request.max_retries_failure:
-            self.note(f"[fray] attempt {self.attempts} failed ({error}); retrying")
-            return True
-        return False
-
-    def on_preemption(self, error: str, code: int | None = None) -> bool:
-        """Charges a preempted attempt to ``max_retries_preemption``; returns whether to
-        retry. When the budget is spent, ``error`` says so."""
-        self.preemptions += 1
-        self.error = error
-        if code is not None:
-            self.exit_code = code
-        if self.preemptions <= self.request.max_retries_preemption:
-            self.note(f"[fray] attempt {self.attempts} was preempted ({error}); retrying")
-            return True
-        self.cause = None
-        self.error = (
-            f"preempted {self.preemptions} times, more than max_retries_preemption="
-            f"{self.request.max_retries_preemption}; last: {error}"
-        )
-        return False
-
-    def finish(self, status: JobStatus) -> bool:
-        """Records the final status (once: later calls change nothing and return ``False``),
-        wakes waiters and runs the done-callbacks."""
+    def _finished(self) -> None:
+        """After the final status: the client's bookkeeping, then waiters, then callbacks."""
+        self.log.close()
+        client = self.client
+        client._job_ended(self)  # pyright: ignore[reportPrivateUsage]
+        self._done.set()
         with self.lock:
-            if self.ended:
-                return False
-            self.ended = True
-            self.status = status
-            self.finished_at = time.time()
-            callbacks, self.callbacks = self.callbacks, ()
-        self._on_end()
-        with self.lock:
-            done, self.done = self.done, _FINISHED
-        if isinstance(done, _Done):
-            done.set()
-        self._after_end()
+            callbacks, self._callbacks = self._callbacks, []
+        client._after_end(self)  # pyright: ignore[reportPrivateUsage]
         for callback in callbacks:
             try:
                 callback()
             except Exception:
-                logger.exception("a done-callback of job %s raised", self.job_id)
-        return True
+                import logging
 
-    # -- waiting -----------------------------------------------------------------------------
+                logging.getLogger("fray").exception("a done-callback of %s raised", self.job_id)
+
+    # -- waiting and reading -----------------------------------------------------------------
 
     @property
     def is_done(self) -> bool:
         """Whether the job has ended and everything about its end is recorded."""
-        return self.done.flag
+        return self._done.is_set()
 
-    def wait_done(self, timeout: float | None = None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         """Blocks until the job has ended (or ``timeout`` passed); returns whether it has."""
-        done = self.done
-        if done.flag:
-            return True
-        with self.lock:  # against finish()'s swap: an event made here is always set
-            done = self.done
-            if isinstance(done, _Pending):
-                done = self.done = _Done()
-        return done.wait(timeout)
+        return self._done.wait(timeout)
 
     def add_done_callback(self, callback: Callable[[], None]) -> bool:
         """Registers ``callback`` for the job's end; ``False`` if it has already ended."""
         with self.lock:
-            if self.ended:
+            if self.phase is Phase.ENDED:
                 return False
-            self.callbacks = [*self.callbacks, callback]
+            self._callbacks.append(callback)
             return True
 
-    # -- reading -----------------------------------------------------------------------------
+    def add_child(self, child: JobRecord) -> None:
+        """Records a job submitted from this one."""
+        with self.lock:
+            self.children.append(child)
 
-    def info(self, children: Sequence[str] = ()) -> JobInfo:
-        """A snapshot of the record."""
-        return JobInfo(
-            job_id=self.job_id,
-            name=self.request.name,
-            status=self.status,
-            attempts=self.attempts,
-            preemptions=self.preemptions,
-            failures=self.failures,
-            error=self.error,
-            exit_code=self.exit_code,
-            parent=self.parent,
-            children=tuple(children),
-            replicas=self.request.replica_count,
-            submitted_at=self.submitted_at,
-            started_at=self.started_at,
-            finished_at=self.finished_at,
-        )
+    def descendants(self) -> list[JobRecord]:
+        """Every job submitted from this one in this process, at any depth, parents first."""
+        found: list[JobRecord] = []
+        with self.lock:
+            stack = list(self.children)
+        while stack:
+            child = stack.pop(0)
+            found.append(child)
+            with child.lock:
+                stack.extend(child.children)
+        return found
 
-    # -- hooks -------------------------------------------------------------------------------
+    def info(self, **update: Any) -> JobInfo:
+        """A snapshot of the record (``update`` overrides fields, e.g. a pending reason)."""
+        with self.lock:
+            fields: dict[str, Any] = {
+                "job_id": self.job_id,
+                "name": self.name,
+                "status": self.status,
+                "attempts": self.attempts,
+                "preemptions": self.preemptions,
+                "failures": self.failures,
+                "error": self.error,
+                "exit_code": self.exit_code,
+                "parent": self.parent,
+                "children": tuple(child.job_id for child in self.children),
+                "replicas": self.replicas,
+                "submitted_at": self.submitted_at,
+                "started_at": self.started_at,
+                "finished_at": self.finished_at,
+            }
+        fields.update(update)
+        return JobInfo(**fields)
 
-    def note(self, line: str) -> None:
-        """Adds a line of Fray's own to the job's output (retry notices); a no-op unless the
-        backend keeps output in the record."""
-
-    def _on_end(self) -> None:
-        """Called once the final status is recorded, before waiters wake (e.g. to update
-        the client's history, so that a woken waiter sees it)."""
-
-    def _after_end(self) -> None:
-        """Called after waiters wake and before the done-callbacks (e.g. to stop children)."""
+    def __repr__(self) -> str:
+        return f"JobRecord({self.job_id!r}, {self.status.value}, {self.phase.value})"

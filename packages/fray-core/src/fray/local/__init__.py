@@ -1,15 +1,18 @@
 """The local backend: jobs in threads and guarded processes, actors in the driver.
 
-Modules, one concern each: ``_client`` (the client, its retry loop and termination),
-``_jobs`` (the record and handle), ``_threads`` (thread jobs), ``_processes`` (process
-jobs and their guardian ``_reaper.py``), ``_actors`` (actors, handles, groups).
+Modules, one concern each: ``_client`` (the client: checks and the attempt hooks),
+``_jobs`` (the handle), ``_threads`` (thread attempts and the pool), ``_processes``
+(process attempts and their guardian ``_reaper.py``), ``_actors`` (in-process actors,
+also the fake client's).
 """
 
-from fray.local._actors import LocalActorGroup, LocalActorHandle, LocalActorMethod
+from fray._bound import current_job_id, task_index
+from fray.local._actors import InProcessActors, LocalActorGroup, LocalActorHandle, LocalActorMethod
 from fray.local._client import LocalClient
-from fray.local._jobs import LocalJobHandle, current_job_id, grace_seconds, task_index
+from fray.local._jobs import LocalJobHandle, grace_seconds
 
 __all__ = [
+    "InProcessActors",
     "LocalActorGroup",
     "LocalActorHandle",
     "LocalActorMethod",

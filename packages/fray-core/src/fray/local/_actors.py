@@ -1,94 +1,83 @@
-"""Local actors: instances in the driver process, each call run in arrival order (at most
-``max_concurrency`` at a time), their handles pickling by key."""
+"""In-process actors (the local and fake backends): instances in this process, each call run
+in arrival order (at most ``max_concurrency`` at a time), their handles pickling by key.
+
+:class:`InProcessActors` is one client's actors. The local client constructs them in the
+background and queues ``.remote()`` calls for the actor's threads; the fake client
+(``synchronous``) runs everything in the caller's thread and watches every call
+(``on_call``).
+"""
 
 from __future__ import annotations
 
 import collections
 import logging
+import secrets
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fray._actor import ActorContext, HostedActor, ShutdownEvent, restart_allowed
+from fray._bound import bound
 from fray._types import ActorConfig, JobStatus
-from fray.backend import (
-    ActorMember,
-    BaseActorGroup,
-    CallFuture,
-    InProcessMember,
-    KeyedHandle,
-    bind_actor_call,
-    unbind_actor,
-)
+from fray.backend import ActorMember, BaseActorGroup
+from fray.backend._wire import CallFuture
 from fray.errors import ActorDiedError, ActorError
 
-if TYPE_CHECKING:
-    from fray.local._client import LocalClient
+__all__ = [
+    "InProcessActors",
+    "LocalActor",
+    "LocalActorGroup",
+    "LocalActorHandle",
+    "LocalActorMethod",
+]
 
-__all__ = ["LocalActor", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
-
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fray.actors")
 
 _RUNNING = JobStatus.RUNNING
+_ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
+
+# Every in-process actor of this process by key, so a handle copied by pickling reaches it.
+_ACTORS: dict[str, LocalActor] = {}
+_STOPPED: set[str] = set()  # keys of actors that were shut down
+_ACTORS_LOCK = threading.Lock()
+
+OnCall = Callable[["LocalActor", str, tuple[Any, ...], dict[str, Any]], None]
 
 
 class _Mailbox:
-    """Runs an actor's calls in arrival order, at most ``limit`` at a time.
-
-    A blocking call on an idle actor runs directly in the caller's thread (no hand-off);
-    otherwise calls queue for the actor's worker threads.
-    """
+    """Runs an actor's calls in arrival order, at most ``limit`` at a time: a blocking call
+    on an idle actor runs in the caller's thread, other calls queue for the actor's threads
+    (started on demand). Closing fails every queued and running call's future."""
 
     def __init__(self, actor: LocalActor, limit: int) -> None:
         self._actor = actor
         self._limit = limit
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._cond = threading.Condition(threading.Lock())
         self._queue: collections.deque[tuple[Future[Any], str, tuple[Any, ...], dict[str, Any]]]
         self._queue = collections.deque()
+        self._running: set[Future[Any]] = set()
         self._active = 0
-        self._workers: list[threading.Thread] = []
-        self._idle_workers = 0
+        self._workers = 0
+        self._idle = 0
         self._closed = False
 
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # Every blocking call on an idle actor takes this path; it is kept to one frame: the
-        # claim, one context-variable set binding the actor, the method (``invoke``'s lines,
-        # written out: a frame more costs as much as the binding). The claim takes the
-        # condition's own lock, not the condition (whose ``with`` is two Python calls), with
-        # acquire and release around a ``try``: as safe as ``with`` and a tenth of the call
-        # cheaper here.
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._cond:
             if self._closed:
                 raise self._actor.died_error()
             inline = self._active < self._limit and not self._queue
             if inline:
                 self._active += 1
-        finally:
-            lock.release()
         if not inline:
             return self.submit(method, args, kwargs).result()
-        actor = self._actor
-        token = bind_actor_call((actor.client, actor.context))
         try:
-            return getattr(actor.instance, method)(*args, **kwargs)
-        except SystemExit as exc:
-            raise actor.exited(exc) from None
+            return self._actor.invoke(method, args, kwargs)
         finally:
-            unbind_actor(token)
-            if self._limit == 1:
-                # The one call running: every other claim is made under the lock and sees 1,
-                # so nothing else writes ``_active`` until this store, which needs no lock.
-                self._active = 0
+            with self._cond:
+                self._active -= 1
                 if self._queue:
-                    with lock:
-                        self._cond.notify()
-            else:
-                with lock:
-                    self._active -= 1
-                    if self._queue:
-                        self._cond.notify()
+                    self._cond.notify()
 
     def submit(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
         future: Future[Any] = CallFuture()
@@ -96,148 +85,162 @@ class _Mailbox:
             if self._closed:
                 raise self._actor.died_error()
             self._queue.append((future, method, args, kwargs))
-            if self._idle_workers == 0 and len(self._workers) < self._limit:
-                worker = threading.Thread(
-                    target=self._work, name=f"fray-actor-{self._actor.name}", daemon=True
-                )
-                self._workers.append(worker)
-                worker.start()
-            else:
+            if self._idle:
                 self._cond.notify()
+            elif self._workers < self._limit:
+                self._workers += 1
+                threading.Thread(
+                    target=self._work, name=f"fray-actor-{self._actor.name}", daemon=True
+                ).start()
         return future
 
     def _work(self) -> None:
         while True:
             with self._cond:
                 while not self._closed and (not self._queue or self._active >= self._limit):
-                    self._idle_workers += 1
+                    self._idle += 1
                     self._cond.wait()
-                    self._idle_workers -= 1
+                    self._idle -= 1
                 if self._closed:
                     return
                 future, method, args, kwargs = self._queue.popleft()
                 self._active += 1
+                self._running.add(future)
             if future.set_running_or_notify_cancel():
                 try:
-                    future.set_result(self._actor.invoke(method, args, kwargs))
+                    value = self._actor.invoke(method, args, kwargs)
                 except BaseException as exc:
-                    future.set_exception(exc)
+                    _settle(future, None, exc)
+                else:
+                    _settle(future, value, None)
             with self._cond:
+                self._running.discard(future)
                 self._active -= 1
                 if self._queue:
                     self._cond.notify()
 
     def close(self) -> None:
+        """No more calls; every call not yet answered fails with ``ActorDiedError`` now (a
+        running one keeps running to its end, its value dropped)."""
         with self._cond:
             self._closed = True
-            pending = list(self._queue)
+            waiting = [entry[0] for entry in self._queue] + list(self._running)
             self._queue.clear()
             self._cond.notify_all()
-        for future, *_ in pending:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(self._actor.died_error())
-        current = threading.current_thread()
-        for worker in self._workers:
-            if worker is not current:
-                worker.join(timeout=5)
+        for future in waiting:
+            _settle(future, None, self._actor.died_error())
 
 
-class LocalActor(InProcessMember):
-    """One local actor: its instance, its mailbox and its context (its own ending is the
-    seam's ``InProcessMember``'s)."""
+def _settle(future: Future[Any], value: Any, error: BaseException | None) -> None:
+    """Completes ``future`` unless it already is (a closed mailbox failed it first)."""
+    try:
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+    except Exception:  # InvalidStateError: answered already
+        pass
+
+
+class LocalActor(ActorMember):
+    """One in-process actor: its instance, mailbox and context. Setting its context's
+    ``shutdown_event`` ends it: SUCCEEDED, or after ``fail(exc)`` a restart (a fresh
+    ``__init__``) while ``max_restarts`` allows, else FAILED; a hosted actor never restarts.
+    """
 
     def __init__(
-        self,
-        client: LocalClient,
-        key: str,
-        name: str,
-        index: int,
-        group: str,
-        config: ActorConfig,
-        *,
-        hosted: bool = False,
+        self, system: InProcessActors, name: str, index: int, group: str, config: ActorConfig
     ) -> None:
+        self.key = f"{system.prefix}/{name}"
+        super().__init__(index, name, LocalActorHandle(self.key))
+        self.system = system
+        self.group_name = group
+        self.config = config
+        self.hosted = False
+        self.restarts = 0
+        self.instance: Any = None
+        self.init: tuple[type[Any], tuple[Any, ...], dict[str, Any]] | None = None
         self.ready = threading.Event()
-        super().__init__(index, name, LocalActorHandle(key), group, config, hosted=hosted)
-        self.client = client
-        self.key = key
         self.mailbox = _Mailbox(self, config.max_concurrency)
+        self.context = self._new_context()
+
+    def _new_context(self) -> ActorContext:
+        event = ShutdownEvent(self._ended, self.name, inline=self.system.synchronous)
+        return ActorContext(self.handle, self.index, self.group_name, event)
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
 
     def invoke(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Runs one call with the actor bound (a worker's; ``_Mailbox.call`` inlines it)."""
-        token = bind_actor_call((self.client, self.context))
+        """Runs one call with the actor bound (``current_actor()``, ``current_client()``)."""
+        token = bound.set((self.system.client, self.context))
         try:
             return getattr(self.instance, method)(*args, **kwargs)
         except SystemExit as exc:
-            raise self.exited(exc) from None
+            # As on Ray and Iris, where it ends the actor's process: the actor is gone.
+            self.end(JobStatus.FAILED, exc)
+            raise ActorDiedError(f"actor {self.name} exited (SystemExit({exc.code!r}))") from None
         finally:
-            unbind_actor(token)
-
-    def exited(self, exc: SystemExit) -> ActorDiedError:
-        """A call raised ``SystemExit``: as on Ray and Iris, where it ends the actor's
-        process, the actor is gone. Returns the error the caller gets."""
-        self.set_status(JobStatus.FAILED, exc)
-        self.mailbox.close()
-        return ActorDiedError(f"actor {self.name} exited (SystemExit({exc.code!r}))")
+            bound.reset(token)
 
     def construct(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Runs the class's ``__init__`` and reports the outcome."""
         self.init = (cls, args, kwargs)
-        token = bind_actor_call((self.client, self.context))
+        token = bound.set((self.system.client, self.context))
         try:
             instance = cls(*args, **kwargs)
         except BaseException as exc:
-            self.set_status(JobStatus.FAILED, exc)
-            self.mailbox.close()
+            self.end(JobStatus.FAILED, exc)
         else:
             self.instance = instance
-            self.set_status(JobStatus.RUNNING)
+            self.set_status(_RUNNING)
         finally:
-            unbind_actor(token)
+            bound.reset(token)
             self.ready.set()
 
-    def restart(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.ready.clear()
-        self.set_status(JobStatus.PENDING)
-        self.instance = None
-        self.construct(cls, args, kwargs)
-
-    def finish(self, status: JobStatus, error: BaseException | None) -> None:
-        self.set_status(status, error)
-        if self.hosted:
-            self.client._stop_actors([self])  # pyright: ignore[reportPrivateUsage]
+    def _ended(self) -> None:
+        """The actor set its ``shutdown_event`` (itself, or through ``fail``)."""
+        failure = self.context.failure
+        if failure is None:
+            self.end(JobStatus.SUCCEEDED)
+        elif (
+            not self.hosted
+            and self.init
+            and restart_allowed(self.restarts, self.config.max_restarts)
+        ):
+            self.restarts += 1
+            logger.warning(
+                "actor %s failed (%r); restarting it (restart %d)",
+                self.name,
+                failure,
+                self.restarts,
+            )
+            self.ready.clear()
+            self.set_status(JobStatus.PENDING)
+            self.instance = None
+            self.context = self._new_context()
+            self.construct(*self.init)
         else:
+            error = ActorDiedError(f"actor {self.name} failed: {type(failure).__name__}: {failure}")
+            error.__cause__ = failure
+            self.end(JobStatus.FAILED, error)
+
+    def end(self, status: JobStatus, error: BaseException | None = None) -> None:
+        """Ends the actor with ``status``: it takes no more calls."""
+        if self.hosted:
+            self.system.stop([self], status, error)
+        else:
+            self.set_status(status, error)
             self.mailbox.close()
 
 
-_ACTORS: dict[str, LocalActor] = {}
-_ACTORS_LOCK = threading.Lock()
-_STOPPED_ACTORS: set[str] = set()  # keys of actors that were shut down in this process
-
-
-def register(actor: LocalActor) -> None:
-    """Makes ``actor`` reachable by its key in this process."""
-    with _ACTORS_LOCK:
-        _ACTORS[actor.key] = actor
-
-
-def unregister(actor: LocalActor) -> None:
-    """Makes ``actor``'s key answer that it was shut down."""
-    with _ACTORS_LOCK:
-        _ACTORS.pop(actor.key, None)
-        _STOPPED_ACTORS.add(actor.key)
-
-
-def _lookup_actor(key: str) -> LocalActor:
+def _lookup(key: str) -> LocalActor:
     actor = _ACTORS.get(key)
     if actor is None:
-        if key in _STOPPED_ACTORS:
+        if key in _STOPPED:
             raise ActorDiedError(f"actor {key.rsplit('/', 1)[-1]} was shut down")
         raise ActorError(
-            f"local actor {key!r} is not in this process. Local actors live in the driver "
+            f"in-process actor {key!r} is not in this process. Local actors live in the driver "
             "process: call them from the driver or from thread jobs of the same LocalClient "
             "(a job with env vars or isolation='process' runs in another process)"
         )
@@ -254,47 +257,70 @@ class LocalActorMethod:
         self._method = method
 
     def remote(self, *args: Any, **kwargs: Any) -> Future[Any]:
-        """Starts the call; returns a future."""
-        return self._handle._actor().mailbox.submit(self._method, args, kwargs)
+        """Starts the call; returns a future of its value."""
+        actor = self._handle._actor()
+        if actor.system.synchronous:
+            future: Future[Any] = actor.system.future_type()
+            try:
+                value = self(*args, **kwargs)
+            except (KeyboardInterrupt, GeneratorExit):
+                raise
+            except BaseException as exc:
+                _settle(future, None, exc)
+            else:
+                _settle(future, value, None)
+            return future
+        if actor.system.on_call is not None:
+            actor.system.on_call(actor, self._method, args, kwargs)
+        return actor.mailbox.submit(self._method, args, kwargs)
 
     def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
-        """A long-running call; on the local backend the same as :meth:`remote` (there is
-        no connection to drop)."""
-        return self._handle._actor().mailbox.submit(self._method, args, kwargs)
+        """A long-running call; in-process the same as :meth:`remote` (there is no
+        connection to drop)."""
+        return self.remote(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits."""
-        actor = self._handle._resolved
-        if actor is None or actor.status is not _RUNNING:  # else _actor() would return it
-            actor = self._handle._actor()
+        actor = self._handle._actor()
+        if actor.system.on_call is not None:
+            actor.system.on_call(actor, self._method, args, kwargs)
+            if actor.status is not _RUNNING:
+                raise actor.died_error()
         return actor.mailbox.call(self._method, args, kwargs)
 
 
-class LocalActorHandle(KeyedHandle):
-    """Handle to a local actor. Pickles by name; resolves in the same process."""
+class LocalActorHandle:
+    """Handle to an in-process actor: it pickles as its key (``<client>/<actor name>``),
+    equals every handle with the same key, and finds the actor on first use."""
 
-    # ``__dict__`` caches the method objects: ``handle.f`` then finds ``f`` there instead of
-    # failing the normal lookup (an AttributeError raised and caught) on every call.
-    __slots__ = ("__dict__",)
-    _resolved: LocalActor | None
+    __slots__ = ("__dict__", "_key", "_resolved")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._resolved: LocalActor | None = None
+
+    @property
+    def name(self) -> str:
+        """The actor's name."""
+        return self._key.rsplit("/", 1)[-1]
 
     def _actor(self) -> LocalActor:
         actor = self._resolved
         if actor is None:
-            actor = _lookup_actor(self._key)
-            self._resolved = actor
-        if actor.status is not JobStatus.RUNNING:
+            actor = self._resolved = _lookup(self._key)
+        if actor.status is not _RUNNING:
             if actor.status is JobStatus.PENDING:
                 actor.ready.wait()
-            if actor.status is not JobStatus.RUNNING:
+            if actor.status is not _RUNNING:
                 raise actor.died_error()
         return actor
 
     def __getattr__(self, method: str) -> LocalActorMethod:
         if method.startswith("_"):
             raise AttributeError(method)
-        bound = self.__dict__[method] = LocalActorMethod(self, method)
-        return bound
+        # Kept in ``__dict__``: the next ``handle.method`` finds it without this call.
+        bound_method = self.__dict__[method] = LocalActorMethod(self, method)
+        return bound_method
 
     @property
     def __call__(self) -> LocalActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
@@ -302,14 +328,154 @@ class LocalActorHandle(KeyedHandle):
         returns a future (actor pools call their actors this way)."""
         return LocalActorMethod(self, "__call__")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._key,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalActorHandle) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
 
 class LocalActorGroup(BaseActorGroup):
-    """``count`` in-process actors; see ``fray.ActorGroup``."""
+    """In-process actors of one class; see ``fray.ActorGroup``."""
 
-    def __init__(self, client: LocalClient, name: str, actors: list[LocalActor]) -> None:
+    def __init__(self, system: InProcessActors, name: str, actors: list[LocalActor]) -> None:
         super().__init__(name, actors)
-        self._client = client
+        self._system = system
         self.actors = actors
 
     def _stop(self, members: list[ActorMember]) -> None:
-        self._client._stop_actors(self.actors)  # pyright: ignore[reportPrivateUsage]
+        self._system.stop(self.actors)
+
+
+class InProcessActors:
+    """One client's in-process actors: names, groups, creation, hosting and stopping.
+
+    Args:
+        client: What ``current_client()`` answers inside the actors.
+        synchronous: Construct actors and run ``.remote()`` calls in the caller's thread
+            (the fake client); otherwise in background threads.
+        on_call: Called before each call with ``(actor, method, args, kwargs)``; it may
+            raise (the call then raises that) or end the actor.
+        future_type: The class of the futures ``.remote()`` returns when ``synchronous``.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        synchronous: bool = False,
+        on_call: OnCall | None = None,
+        future_type: type[Future[Any]] = CallFuture,
+    ) -> None:
+        self.client = client
+        self.prefix = f"{client.scheme}-{secrets.token_hex(4)}"
+        self.synchronous = synchronous
+        self.on_call = on_call
+        self.future_type = future_type
+        self.lock = threading.Lock()
+        self.actors: dict[str, LocalActor] = {}  # by name; a stopped actor's name is free
+        self.groups: list[LocalActorGroup] = []
+
+    def _add(self, names: list[str], group: str, config: ActorConfig) -> list[LocalActor]:
+        with self.lock:
+            for name in names:
+                old = self.actors.get(name)
+                if old is not None and old.status is not JobStatus.STOPPED:
+                    raise ActorError(f"an actor named {name!r} already exists in this client")
+            actors = [LocalActor(self, name, i, group, config) for i, name in enumerate(names)]
+            for actor in actors:
+                self.actors[actor.name] = actor
+        with _ACTORS_LOCK:
+            for actor in actors:
+                _ACTORS[actor.key] = actor
+                _STOPPED.discard(actor.key)
+        return actors
+
+    def create(
+        self,
+        cls: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        name: str,
+        count: int,
+        config: ActorConfig,
+    ) -> LocalActorGroup:
+        """``count`` actors named ``{name}-{i}``, constructed now (``synchronous``) or in the
+        background."""
+        actors = self._add([f"{name}-{i}" for i in range(count)], name, config)
+        group = LocalActorGroup(self, name, actors)
+        with self.lock:
+            self.groups.append(group)
+        for actor in actors:
+            if self.synchronous:
+                actor.construct(cls, args, kwargs)
+            else:
+                threading.Thread(
+                    target=actor.construct,
+                    args=(cls, args, kwargs),
+                    name=f"fray-actor-init-{actor.name}",
+                    daemon=True,
+                ).start()
+        return group
+
+    def host(
+        self,
+        cls: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        name: str,
+        config: ActorConfig,
+    ) -> HostedActor:
+        """An actor named ``name`` constructed now, in this thread; its handle works from
+        this process (the driver, thread jobs, actors).
+
+        Raises:
+            ActorError: ``__init__`` raised (chained as ``__cause__``).
+        """
+        from fray.backend._hosting import hosted_init_failed
+
+        (actor,) = self._add([name], name, config)
+        actor.hosted = True
+        actor.construct(cls, args, kwargs)
+        if actor.status is JobStatus.FAILED:
+            error = actor.error
+            self.stop([actor], JobStatus.FAILED, error)
+            raise hosted_init_failed(name, cls, error) from error
+        return HostedActor(actor.handle, lambda: self.stop([actor]))
+
+    def stop(
+        self,
+        actors: list[LocalActor],
+        status: JobStatus = JobStatus.STOPPED,
+        error: BaseException | None = None,
+    ) -> None:
+        """Ends these actors for good (``status``, STOPPED by default); their keys then
+        answer that they were shut down."""
+        for actor in actors:
+            actor.set_status(status, error)
+            actor.mailbox.close()
+            actor.instance = None
+        with _ACTORS_LOCK:
+            for actor in actors:
+                if _ACTORS.get(actor.key) is actor:
+                    del _ACTORS[actor.key]
+                    _STOPPED.add(actor.key)
+
+    def matching(self, name: str) -> list[LocalActor]:
+        """The actors named ``name``, or of the group named ``name``."""
+        with self.lock:
+            return [a for a in self.actors.values() if name in (a.name, a.group_name)]
+
+    def shutdown(self) -> None:
+        """Stops every actor."""
+        with self.lock:
+            actors = list(self.actors.values())
+        self.stop([a for a in actors if a.status not in _ENDED or a.key in _ACTORS])

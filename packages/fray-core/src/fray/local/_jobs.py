@@ -1,31 +1,17 @@
-"""A local job: its record (on the seam's :class:`~fray.backend.JobRecord`), its handle, and
-what code running inside it can ask (its id, its replica index)."""
+"""The local job handle (also over a ``concurrent.futures.Future``, as the predecessor's
+``LocalJobHandle(job_id, future)``), and the stop grace period."""
 
 from __future__ import annotations
 
-import contextvars
 import os
-import shutil
-import subprocess
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from concurrent.futures import Future
+from typing import Any
 
-from fray._types import JobRequest
-from fray.backend import BaseJobHandle, JobRecord, LogBuffer, follow_many, merge_logs
-from fray.environment_variables import FRAY_JOB_ID, FRAY_TASK_INDEX, FRAY_TERMINATE_GRACE_S
+from fray.backend import BaseClient, BaseJobHandle, JobRecord, Outcome
+from fray.environment_variables import FRAY_TERMINATE_GRACE_S
 from fray.errors import InvalidRequestError
 
-if TYPE_CHECKING:
-    from fray.local._client import LocalClient
-
-__all__ = ["LocalJob", "LocalJobHandle", "Replica", "current_job_id", "grace_seconds", "task_index"]
-
-current_job: contextvars.ContextVar[LocalJob | None] = contextvars.ContextVar(
-    "fray_local_job", default=None
-)
-current_task_index: contextvars.ContextVar[int] = contextvars.ContextVar(
-    "fray_task_index", default=0
-)
+__all__ = ["LocalJobHandle", "grace_seconds"]
 
 
 def grace_seconds() -> float:
@@ -46,135 +32,55 @@ def grace_seconds() -> float:
     return value
 
 
-class Replica:
-    """One running copy of a job: a thread or a guarded process."""
+class _Futures(BaseClient):
+    """What runs the records of handles made from a future: the future itself."""
 
-    __slots__ = ("in_user_code", "index", "process", "result_path", "thread_id")
+    scheme = "local"
 
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.thread_id: int | None = None
-        self.in_user_code = False
-        self.process: subprocess.Popen[bytes] | None = None
-        self.result_path: str | None = None
+    def _cancel_attempt(self, job: JobRecord) -> float:
+        job.data.cancel()  # a future that is already running cannot be cancelled
+        return 0.0
 
 
-class LocalJob(JobRecord):
-    """A local job's record: the seam's plus its output, children, replicas and files."""
+_futures: _Futures | None = None
 
-    __slots__ = (
-        "children",
-        "client",
-        "log",
-        "parent_job",
-        "replicas",
-        "signalled",
-        "timed_out",
-        "workdir",
-    )
 
-    def __init__(
-        self,
-        client: LocalClient,
-        job_id: str,
-        request: JobRequest,
-        parent: LocalJob | None,
-        parent_id: str | None,
-    ) -> None:
-        super().__init__(job_id, request, parent_id)
-        self.client = client
-        self.parent_job = parent
-        self.children: list[LocalJob] = []
-        self.log = LogBuffer()
-        self.replicas: list[Replica] = []
-        self.signalled = False
-        self.timed_out = 0  # the attempt that ran past JobRequest.timeout, if any
-        self.workdir: str | None = None
-
-    def note(self, line: str) -> None:
-        self.log.write(line + "\n")
-
-    def _on_end(self) -> None:
-        self.client._job_ended(self)  # pyright: ignore[reportPrivateUsage]
-        self.log.close()
-
-    def _after_end(self) -> None:
-        with self.lock:
-            children = list(self.children)
-        for child in children:  # children die with their parent
-            if not child.is_done:
-                self.client._terminate(child)  # pyright: ignore[reportPrivateUsage]
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def descendants(self) -> list[LocalJob]:
-        """Every job submitted from this one, at any depth."""
-        found: list[LocalJob] = []
-        stack = list(self.children)
-        while stack:
-            child = stack.pop()
-            found.append(child)
-            stack.extend(child.children)
-        return found
+def _future_ended(job: JobRecord, future: Future[Any]) -> None:
+    if future.cancelled():
+        job.report(Outcome.stopped())
+    elif (error := future.exception()) is not None:
+        job.report(Outcome.failed(error))
+    else:
+        job.report(Outcome.succeeded(future.result()))
 
 
 class LocalJobHandle(BaseJobHandle):
-    """Handle to a job of a :class:`~fray.local.LocalClient`."""
+    """Handle to a job of a :class:`~fray.local.LocalClient`.
+
+    ``LocalJobHandle(job_id, future)`` makes a job handle over a ``concurrent.futures.Future``
+    of your own (the predecessor's form): it is RUNNING until the future is done, then
+    SUCCEEDED with its value, FAILED with its exception as the cause, or STOPPED if it was
+    cancelled; ``terminate()`` cancels it if it has not started.
+    """
 
     __slots__ = ()
-    _job: LocalJob
 
-    def _terminate(self) -> None:
-        self._job.client._terminate(self._job)  # pyright: ignore[reportPrivateUsage]
-
-    def _buffers(self, include_children: bool) -> list[tuple[str | None, LogBuffer]]:
-        job = self._job
-        found: list[tuple[str | None, LogBuffer]] = [(None, job.log)]
-        if include_children:
-            found.extend((child.job_id, child.log) for child in job.descendants())
-        return found
-
-    def _lines(self, include_children: bool) -> list[str]:
-        if not include_children:
-            return [line for _ts, line in list(self._job.log.lines)]
-        return merge_logs(self._buffers(True))
-
-    def _output_done(self, include_children: bool) -> bool:
-        job = self._job
-        if not include_children:
-            return job.log.closed
-        return job.is_done and all(child.is_done for child in job.descendants())
-
-    def _await_output(self, seen: int, include_children: bool, timeout: float) -> None:
-        if not include_children:
-            self._job.log.wait_for_more(seen, timeout)
-        else:
-            self._job.wait_done(timeout)
-
-    def _iter_logs(self, follow: bool, include_children: bool, tail: int | None) -> Iterator[str]:
-        if follow and include_children and tail is None:
-            job = self._job
-            return follow_many(
-                lambda: self._buffers(True),
-                lambda: job.is_done and all(child.is_done for child in job.descendants()),
+    def __init__(self, job: JobRecord | str, future: Future[Any] | None = None) -> None:
+        if isinstance(job, JobRecord):
+            super().__init__(job)
+            return
+        if not isinstance(job, str) or not isinstance(future, Future):
+            raise InvalidRequestError.for_field(
+                "LocalJobHandle",
+                (job, future),
+                "give a job id (str) and a concurrent.futures.Future",
             )
-        return super()._iter_logs(follow, include_children, tail)
-
-    def _children(self) -> Sequence[str]:
-        with self._job.lock:
-            return [child.job_id for child in self._job.children]
-
-
-def task_index() -> int:
-    """This replica's index within its job (0 for single-replica jobs and the driver)."""
-    if current_job.get() is not None:
-        return current_task_index.get()
-    return int(os.environ.get(FRAY_TASK_INDEX, "0"))
-
-
-def current_job_id() -> str | None:
-    """The id of the job running this code, or ``None`` outside a job."""
-    job = current_job.get()
-    if job is not None:
-        return job.job_id
-    return os.environ.get(FRAY_JOB_ID)
+        global _futures
+        if _futures is None:
+            _futures = _Futures()
+        record = JobRecord(_futures, job)
+        record.data = future
+        record.begin()
+        record.placed()
+        super().__init__(record)
+        future.add_done_callback(lambda done: _future_ended(record, done))

@@ -1,12 +1,15 @@
 """Process jobs: commands, and callables that need a process (env vars, TPU hosts,
 ``isolation="process"``), each replica under a guardian (``_reaper.py``) in a session of
-its own, so that a job is its whole process tree and never outlives the driver."""
+its own, so that a job is its whole process tree and never outlives the driver.
+
+One reader thread per replica copies its output into the job's log; the last replica to
+exit reports the attempt's outcome.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import signal
 import socket
 import subprocess
@@ -16,17 +19,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fray._types import TpuConfig
-from fray.backend import echo_stream
+from fray.backend import JobRecord, Outcome, Phase
+from fray.backend._client import TIMERS
+from fray.backend._output import echo_stream
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
-from fray.errors import InvalidRequestError
-from fray.local._jobs import LocalJob, Replica
 
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["attempt_process", "kill_all", "signal_replicas", "stop_replicas", "write_payload"]
+__all__ = ["signal_replicas", "start_processes", "stop_processes"]
 
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
+
+
+class _Replica:
+    """One process of a process attempt."""
+
+    __slots__ = ("code", "index", "process", "result_path")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: subprocess.Popen[bytes] | None = None
+        self.result_path: str | None = None
+        self.code: int | None = None
 
 
 def _free_port() -> int:
@@ -35,32 +50,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_payload(job: LocalJob, workdir: str) -> None:
-    """Pickles the job's callable into ``workdir`` (0700 folder, 0600 file).
-
-    Raises:
-        InvalidRequestError: The callable or its arguments cannot be pickled.
-    """
-    import cloudpickle
-
-    entry = job.request.entrypoint
-    try:
-        data = cloudpickle.dumps((entry.callable, entry.args, entry.kwargs))
-    except Exception as err:
-        raise InvalidRequestError.for_field(
-            "JobRequest.entrypoint",
-            entry.describe(),
-            f"a job that runs in its own process must be picklable: {type(err).__name__}: {err}",
-        ) from err
-    os.makedirs(workdir, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(workdir, "payload.pkl"), os.O_WRONLY | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    job.workdir = workdir
-
-
-def _replica_env(job: LocalJob, index: int, coordinator_port: int) -> dict[str, str]:
+def _replica_env(job: JobRecord, index: int, coordinator_port: int) -> dict[str, str]:
     request = job.request
+    assert request is not None
     env = dict(os.environ)
     device = request.resources.device
     defaults = dict(device.default_env_vars())
@@ -68,7 +60,7 @@ def _replica_env(job: LocalJob, index: int, coordinator_port: int) -> dict[str, 
         # No TPU here: JAX runs on the CPU, with the env a real host of the slice gets.
         defaults["JAX_PLATFORMS"] = "cpu"
         vms = device.vm_count()
-        slices = request.replica_count // vms
+        slices = job.replicas // vms
         slice_id, worker = divmod(index, vms)
         env["TPU_NAME"] = f"{job.job_id.replace('/', '-')}-slice-{slice_id}"
         env["TPU_WORKER_ID"] = str(worker)
@@ -85,7 +77,7 @@ def _replica_env(job: LocalJob, index: int, coordinator_port: int) -> dict[str, 
         env.update(request.environment.env_vars)
     env[FRAY_JOB_ID] = job.job_id
     env[FRAY_TASK_INDEX] = str(index)
-    env[FRAY_NUM_TASKS] = str(request.replica_count)
+    env[FRAY_NUM_TASKS] = str(job.replicas)
     env["PYTHONUNBUFFERED"] = "1"
     if request.entrypoint.is_callable:
         # The job unpickles functions by reference: give it the driver's import path.
@@ -96,39 +88,35 @@ def _replica_env(job: LocalJob, index: int, coordinator_port: int) -> dict[str, 
     return env
 
 
-def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
-    """Runs one attempt in guarded processes (one per replica); returns its outcome:
-    ``("ok", value)``, ``("failed", exc | None, error, code, failed replicas)``,
-    ``("preempted", error, code)`` or ``("stopped",)``. One replica down takes the whole
-    attempt down."""
+def start_processes(client: LocalClient, job: JobRecord) -> Outcome | None:
+    """Starts one attempt in guarded processes, one per replica; ``None`` once they run
+    (the last to exit reports the outcome and gives the attempt's turn back), or the
+    outcome of an attempt stopped before it started."""
     request = job.request
-    entry = request.entrypoint
-    count = request.replica_count
+    assert request is not None
+    data = job.data
+    if data.payload is not None and data.workdir is None:
+        data.workdir = client.job_folder(job)
+        fd = os.open(os.path.join(data.workdir, "payload.pkl"), os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.payload)
     port = _free_port() if isinstance(request.resources.device, TpuConfig) else 0
-    replicas = [Replica(i) for i in range(count)]
-    exits: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
-    readers: list[threading.Thread] = []
+    replicas = [_Replica(i) for i in range(job.replicas)]
+    exits = _Exits(client, job, replicas)
     with job.lock:
-        if job.stop_requested:
-            return ("stopped",)
-        job.replicas = replicas
-        job.signalled = False
+        if job.phase is not Phase.RUNNING:
+            return Outcome.stopped()
+        data.replicas = replicas
         for replica in replicas:
-            if entry.is_callable:
-                assert job.workdir is not None
+            if data.payload is not None:
                 replica.result_path = os.path.join(
-                    job.workdir, f"result-{job.attempts}-{replica.index}.pkl"
+                    data.workdir, f"result-{job.attempts}-{replica.index}.pkl"
                 )
-                argv = [
-                    sys.executable,
-                    "-m",
-                    "fray._runner",
-                    os.path.join(job.workdir, "payload.pkl"),
-                    replica.result_path,
-                ]
+                payload = os.path.join(data.workdir, "payload.pkl")
+                argv = [sys.executable, "-m", "fray._runner", payload, replica.result_path]
             else:
-                assert entry.command is not None
-                argv = list(entry.command)
+                assert request.entrypoint.command is not None
+                argv = list(request.entrypoint.command)
             replica.process = subprocess.Popen(
                 [sys.executable, _REAPER, str(os.getpid()), "--", *argv],
                 stdin=subprocess.DEVNULL,
@@ -137,64 +125,78 @@ def attempt_process(client: LocalClient, job: LocalJob) -> tuple[Any, ...]:
                 env=_replica_env(job, replica.index, port),
                 start_new_session=True,
             )
-            reader = threading.Thread(
+            threading.Thread(
                 target=_pump,
                 args=(client.echo_logs, job, replica, exits),
                 name=f"fray-log-{job.job_id}",
                 daemon=True,
-            )
-            reader.start()
-            readers.append(reader)
-    codes: dict[int, int] = {}
-    first_bad: tuple[int, int] | None = None  # the replica whose exit took the attempt down
-    while len(codes) < count:
-        index, code = exits.get()
-        codes[index] = code
-        if code != 0 and first_bad is None:
-            first_bad = (index, code)
-        if code != 0 and len(codes) < count:
-            # Gang semantics: one replica down takes the attempt down.
-            stop_replicas(job, client.grace)
-    for reader in readers:
-        reader.join()
-    if job.stop_requested:
-        return ("stopped",)
-    bad = [(i, c) for i, c in sorted(codes.items()) if c != 0]
-    if not bad:
-        if not entry.is_callable:
-            job.exit_code = 0
-            return ("ok", None)
-        values = [_read_result(r)[1] for r in replicas]
-        return ("ok", values[0] if count == 1 else values)
-    assert first_bad is not None
-    index, code = first_bad
-    failed = sum(1 for _i, c in bad if c > 0)
-    if code < 0:
-        # Recorded as a shell reports it (128 + the signal), so that `fray jobs` and the
-        # exit status of `fray run` agree.
-        sig = signal.Signals(-code)
-        where = f"replica {index} " if count > 1 else ""
-        if sig is signal.SIGKILL:
-            # Fray did not send it (a stop it sends is not an attempt's outcome): on one
-            # machine that is the out-of-memory killer or a user, not a lost node.
-            error = (
-                f"{where}was killed by SIGKILL, not by Fray (on one machine usually the "
-                "out-of-memory killer)"
-            )
-            return ("failed", None, error, 128 + sig, max(failed, 1))
-        return ("preempted", f"{where}was killed by {sig.name}", 128 + sig)
-    last = next((line for _ts, line in reversed(job.log.lines) if line.strip()), "")
-    if entry.is_callable:
-        record = _read_result(replicas[index])
-        if record[0] == "error":
-            exc = record[1]
-            return ("failed", exc, f"{type(exc).__name__}: {exc}", code, failed)
-    where = f"replica {index} " if count > 1 else ""
-    error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-    return ("failed", None, error, code, failed)
+            ).start()
+    return None
 
 
-def _read_result(replica: Replica) -> tuple[Any, ...]:
+class _Exits:
+    """Collects the replicas' exits; one replica down takes the attempt down (the others
+    are stopped), and the last exit reports the attempt's outcome."""
+
+    def __init__(self, client: LocalClient, job: JobRecord, replicas: list[_Replica]) -> None:
+        self._client = client
+        self._job = job
+        self._replicas = replicas
+        self._lock = threading.Lock()
+        self._first_bad: _Replica | None = None
+        self._left = len(replicas)
+
+    def exited(self, replica: _Replica, code: int) -> None:
+        with self._lock:
+            replica.code = code
+            self._left -= 1
+            first = code != 0 and self._first_bad is None
+            if first:
+                self._first_bad = replica
+            last = self._left == 0
+        if first and not last:
+            stop_processes(self._replicas, self._client.grace)
+        if last:
+            outcome = self._outcome()
+            self._client.pool.release()
+            self._job.report(outcome)
+
+    def _outcome(self) -> Outcome:
+        job, replicas = self._job, self._replicas
+        entry = job.request.entrypoint  # pyright: ignore[reportOptionalMemberAccess]
+        bad = self._first_bad
+        if bad is None:
+            if not entry.is_callable:
+                return Outcome.succeeded(None, exit_code=0)
+            values = [_read_result(r).value for r in replicas]
+            return Outcome.succeeded(values[0] if len(values) == 1 else values)
+        code = bad.code
+        assert code is not None
+        failed = max(sum(1 for r in replicas if r.code is not None and r.code > 0), 1)
+        where = f"replica {bad.index} " if len(replicas) > 1 else ""
+        if code < 0:
+            # Recorded as a shell reports it (128 + the signal), so `fray jobs` and the exit
+            # status of `fray run` agree.
+            sig = signal.Signals(-code)
+            if sig is signal.SIGKILL:
+                # Fray did not send it (a stop it sends is not an attempt's outcome): on one
+                # machine that is the out-of-memory killer or a user, not a lost node.
+                error = (
+                    f"{where}was killed by SIGKILL, not by Fray (on one machine usually the "
+                    "out-of-memory killer)"
+                )
+                return Outcome.failed(None, error, 128 + sig, failed)
+            return Outcome.preempted(f"{where}was killed by {sig.name}", 128 + sig)
+        if entry.is_callable:
+            record = _read_result(bad)
+            if record.kind == "failed" and record.cause is not None:
+                return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
+        last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
+        error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
+        return Outcome.failed(None, error, code, failed)
+
+
+def _read_result(replica: _Replica) -> Outcome:
     import cloudpickle
 
     assert replica.result_path is not None
@@ -202,18 +204,16 @@ def _read_result(replica: Replica) -> tuple[Any, ...]:
         with open(replica.result_path, "rb") as f:
             return cloudpickle.loads(f.read())
     except FileNotFoundError:
-        return ("missing",)
+        return Outcome.failed(None, "the job wrote no result")
     except Exception as exc:
-        return ("error", RuntimeError(f"the job's result could not be read: {exc!r}"), "")
+        return Outcome.failed(RuntimeError(f"the job's result could not be read: {exc!r}"))
 
 
-def _pump(
-    echo_logs: bool, job: LocalJob, replica: Replica, exits: queue.SimpleQueue[tuple[int, int]]
-) -> None:
+def _pump(echo_logs: bool, job: JobRecord, replica: _Replica, exits: _Exits) -> None:
     process = replica.process
     assert process is not None and process.stdout is not None
     echo = echo_stream() if echo_logs else None
-    prefix = f"[{replica.index}] " if job.request.replica_count > 1 else ""
+    prefix = f"[{replica.index}] " if job.replicas > 1 else ""
     sweeper = threading.Thread(
         target=_sweep_group, args=(process,), name=f"fray-sweep-{job.job_id}", daemon=True
     )
@@ -228,7 +228,7 @@ def _pump(
                 echo.write(prefix + text)
     process.stdout.close()
     sweeper.join()
-    exits.put((replica.index, process.wait()))
+    exits.exited(replica, process.wait())
 
 
 def _sweep_group(process: subprocess.Popen[bytes]) -> None:
@@ -245,28 +245,16 @@ def _sweep_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def signal_replicas(job: LocalJob, sig: signal.Signals) -> None:
+def signal_replicas(replicas: list[Any], sig: signal.Signals) -> None:
     """Sends ``sig`` to every running replica's process group."""
-    for replica in list(job.replicas):
+    for replica in replicas:
         process = replica.process
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, sig)
 
 
-def stop_replicas(job: LocalJob, grace: float) -> None:
+def stop_processes(replicas: list[Any], grace: float) -> None:
     """SIGTERM to every running replica now, SIGKILL to what is left after ``grace``."""
-    signal_replicas(job, signal.SIGTERM)
-    kill = threading.Timer(grace, signal_replicas, (job, signal.SIGKILL))
-    kill.daemon = True
-    kill.start()
-
-
-def kill_all(jobs: dict[str, LocalJob]) -> None:
-    """SIGKILLs every replica process of these jobs (the client's finalizer)."""
-    for job in list(jobs.values()):
-        for replica in job.replicas:
-            process = replica.process
-            if process is not None and process.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
+    signal_replicas(replicas, signal.SIGTERM)
+    TIMERS.call_later(grace, signal_replicas, replicas, signal.SIGKILL)

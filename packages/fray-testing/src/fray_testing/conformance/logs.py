@@ -33,13 +33,18 @@ class LogTests(ConformanceTests):
         lines = [line for line in job.logs() if line.endswith("from a replica")]
         assert sorted(lines) == ["[0] from a replica", "[1] from a replica"]
 
-    def test_logs_is_an_iterator_of_strings(self, client: Client) -> None:
+    def test_logs_is_a_tuple_and_follow_an_iterator_of_strings(self, client: Client) -> None:
+        """``logs()`` is a tuple from every call (the predecessor's return type);
+        ``logs(follow=True)`` an iterator that ends with the job."""
         self.require("runs_user_code")
         job = client.submit(self.request(ep.print_lines, "only"))
         job.wait(timeout=self.timeout)
         logs = job.logs()
-        assert iter(logs) is logs
+        assert isinstance(logs, tuple) and logs == job.logs()
         assert all(isinstance(line, str) for line in logs)
+        followed = job.logs(follow=True)
+        assert iter(followed) is followed
+        assert tuple(followed) == logs
 
     def test_one_print_with_newlines_gives_several_lines(self, client: Client) -> None:
         self.require("runs_user_code")
