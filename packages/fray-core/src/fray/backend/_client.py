@@ -30,7 +30,7 @@ from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceCon
 from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._group import validate_actor_args
 from fray.backend._record import JobRecord, Outcome, job_id_part
-from fray.environment_variables import FRAY_JOB_HISTORY
+from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
 if TYPE_CHECKING:
@@ -171,11 +171,11 @@ class BaseClient:
             table.check(request)
         data = self._prepare(request)
         self._check_open()
-        running = _bound.job.get()
-        parent: JobRecord | None = None
-        parent_id = _bound.current_job_id()
-        if running is not None and isinstance(running[2], JobRecord) and running[2].client is self:
-            parent = running[2]
+        running = _bound.job.get()  # (the job whose code runs here) or its process's variable
+        parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
+        parent = running[2] if running is not None else None
+        if not isinstance(parent, JobRecord) or parent.client is not self:
+            parent = None
         job = JobRecord(self, self._job_id(request.name, parent_id), request, parent=parent_id)
         job.data = data
         with self._lock:

@@ -35,7 +35,7 @@ from fray.errors import InvalidRequestError
 from fray.local._actors import InProcessActors
 from fray.local._jobs import LocalJobHandle, grace_seconds
 from fray.local._processes import signal_replicas, start_processes, stop_processes
-from fray.local._threads import JobThreads, LocalData, run_threads, stop_threads
+from fray.local._threads import JobThreads, run_threads, stop_threads
 
 __all__ = ["LocalClient"]
 
@@ -139,6 +139,19 @@ def _payload(request: JobRequest) -> bytes:
             entry.describe(),
             f"a job that runs in its own process must be picklable: {type(err).__name__}: {err}",
         ) from err
+
+
+class LocalData:
+    """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
+    pickled callable, its private folder, and the current attempt's replicas."""
+
+    __slots__ = ("payload", "process", "replicas", "workdir")
+
+    def __init__(self, process: bool, payload: bytes | None) -> None:
+        self.process = process
+        self.payload = payload
+        self.workdir: str | None = None
+        self.replicas: list[Any] = []
 
 
 class LocalClient(BaseClient):

@@ -18,7 +18,7 @@ from fray.backend._output import restore_output, route_output
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["JobThreads", "LocalData", "Terminated", "run_threads", "stop_threads"]
+__all__ = ["JobThreads", "Terminated", "run_threads", "stop_threads"]
 
 
 class Terminated(BaseException):
@@ -95,19 +95,6 @@ class JobThreads:
             self._closed = True
             self._queue.clear()
             self._cond.notify_all()
-
-
-class LocalData:
-    """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
-    pickled callable, its private folder, and the current attempt's replicas."""
-
-    __slots__ = ("payload", "process", "replicas", "workdir")
-
-    def __init__(self, process: bool, payload: bytes | None) -> None:
-        self.process = process
-        self.payload = payload
-        self.workdir: str | None = None
-        self.replicas: list[Any] = []
 
 
 class _Replica:
