@@ -173,6 +173,20 @@ def test_env_vars_reach_the_job_in_its_own_process(client: LocalClient) -> None:
     assert list(shell.logs()) == ["value=42"]
 
 
+def process_id() -> int:
+    return os.getpid()
+
+
+def test_env_vars_the_driver_already_has_keep_a_job_in_a_thread(
+    client: LocalClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    same = EnvironmentConfig(env_vars={"TOKENIZERS_PARALLELISM": "false"})
+    assert client.submit(req(process_id, environment=same)).result(timeout=60) == os.getpid()
+    other = EnvironmentConfig(env_vars={"TOKENIZERS_PARALLELISM": "true"})
+    assert client.submit(req(process_id, environment=other)).result(timeout=60) != os.getpid()
+
+
 def test_unpicklable_process_job_is_rejected(client: LocalClient) -> None:
     lock = threading.Lock()
     with pytest.raises(InvalidRequestError, match="must be picklable"):

@@ -117,7 +117,9 @@ def _needs_process(request: JobRequest) -> bool:
     must is refused by the local capability table)."""
     if request.isolation != "auto":
         return request.isolation == "process"
-    has_env = bool(request.environment and request.environment.env_vars)
+    # Variables the driver already has, with the same values, need no process of their own.
+    env = request.environment.env_vars if request.environment is not None else {}
+    has_env = any(os.environ.get(name) != value for name, value in env.items())
     is_tpu = isinstance(request.resources.device, TpuConfig)
     return not request.entrypoint.is_callable or has_env or is_tpu
 

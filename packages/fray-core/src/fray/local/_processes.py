@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fray._model import REDACTED, is_secret_name
 from fray._types import TpuConfig
 from fray.backend import JobRecord, Outcome, Phase
 from fray.backend._client import TIMERS
@@ -193,7 +194,19 @@ class _Exits:
                 return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
         last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
         error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-        return Outcome.failed(None, error, code, failed)
+        return Outcome.failed(None, _masked(error, job), code, failed)
+
+
+def _masked(text: str, job: JobRecord) -> str:
+    """``text`` without the values of secret-looking variables of the job's environment (a
+    command that printed its token must not put it into the job's error)."""
+    env = dict(os.environ)
+    if job.request is not None and job.request.environment is not None:
+        env.update(job.request.environment.env_vars)
+    for name, value in env.items():
+        if len(value) >= 4 and value in text and is_secret_name(name):
+            text = text.replace(value, REDACTED)
+    return text
 
 
 def _read_result(replica: _Replica) -> Outcome:

@@ -221,6 +221,17 @@ class ActorLifecycleTests(ConformanceTests):
             actor.end()
         self.eventually(group.is_done, "the group to be done once both actors ended")
 
+    def test_wait_ready_after_every_actor_ended_returns_none_of_them(self, client: Client) -> None:
+        """Actors that ended cleanly are no longer waited for: ``wait_ready()`` answers the
+        ready ones (none), without raising, as a pipeline's teardown expects."""
+        group = self.group(client, 2)
+        for actor in group.wait_ready(timeout=self.timeout):
+            actor.end()
+        self.eventually(group.is_done, "the group to be done once both actors ended")
+        assert group.wait_ready(timeout=self.timeout) == []
+        with pytest.raises(ActorError, match="can become ready"):
+            group.wait_ready(count=1, timeout=self.timeout)
+
     def test_fail_restarts_an_actor_with_restarts_left(self, client: Client) -> None:
         group = self.group(client, 1, max_restarts=1)
         (actor,) = group.wait_ready(timeout=self.timeout)
