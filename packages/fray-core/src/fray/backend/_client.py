@@ -133,7 +133,7 @@ class BaseClient:
     def __init__(self, target: str | None = None, target_field: str = "target") -> None:
         self.target = None if target is None else capabilities_of(target, field=target_field)
         self.is_shutdown = False
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._jobs: dict[str, JobRecord] = {}  # unfinished and the last finished ones
         self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._keep = job_history_limit()
@@ -237,10 +237,11 @@ class BaseClient:
                 return
 
     def _settle(self, job: JobRecord, outcome: Outcome) -> bool:
-        with job.lock:
-            deadlines, job.deadlines = job.deadlines, []
-        for entry in deadlines:
-            TIMERS.cancel(entry)
+        if job.deadlines:
+            with job.lock:
+                deadlines, job.deadlines = job.deadlines, []
+            for entry in deadlines:
+                TIMERS.cancel(entry)
         if outcome.kind == "unplaced" and outcome.error is None:
             outcome = Outcome.unplaced(self._pending_reason(job))
         return job.settle(outcome)
@@ -362,9 +363,10 @@ class BaseClient:
 
     def _after_end(self, job: JobRecord) -> None:
         """After waiters woke: jobs do not outlive the job they were submitted from."""
-        with job.lock:
-            children = [child for child in job.children if not child.is_done]
-        self._stop(child for c in children for child in (*reversed(c.descendants()), c))
+        if job.children:
+            with job.lock:
+                children = [child for child in job.children if not child.is_done]
+            self._stop(child for c in children for child in (*reversed(c.descendants()), c))
 
     # -- the history -------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilitie
 from fray.errors import InvalidRequestError
 from fray.local._actors import InProcessActors
 from fray.local._jobs import LocalJobHandle, grace_seconds
-from fray.local._processes import signal_replicas, start_processes, stop_processes
+from fray.local._processes import run_processes, signal_replicas, stop_processes
 from fray.local._threads import JobThreads, run_threads, stop_threads
 
 __all__ = ["LocalClient"]
@@ -202,6 +202,9 @@ class LocalClient(BaseClient):
     # -- jobs --------------------------------------------------------------------------------
 
     def _prepare(self, request: JobRequest) -> LocalData:
+        plain = request.environment is None and request.isolation == "auto"
+        if plain and request.entrypoint.is_callable and request.resources.device.kind != "tpu":
+            return LocalData(False, None)  # most jobs: a thread, nothing to check
         _check_packages(request)
         process = _needs_process(request)
         payload = _payload(request) if process and request.entrypoint.is_callable else None
@@ -212,21 +215,17 @@ class LocalClient(BaseClient):
         return None
 
     def _attempt(self, job: JobRecord) -> None:
-        """On a pool thread, holding a turn: runs the attempt (threads) or starts it
-        (processes). Never raises: the job records its outcome."""
-        outcome: Outcome | None
+        """Runs an attempt on a pool thread. Never raises: the job records its outcome."""
         try:
             if not job.placed():  # stopped while it waited for its turn
                 outcome = Outcome.stopped()
             elif job.data.process:
-                outcome = start_processes(self, job)
+                outcome = run_processes(self, job)
             else:
                 outcome = run_threads(self, job)
         except BaseException as exc:  # a bug here: never leave a job hanging
             outcome = Outcome.failed(exc, f"internal error in LocalClient: {exc!r}")
-        if outcome is not None:
-            self.pool.release()
-            job.report(outcome)
+        job.report(outcome)
 
     def _cancel_attempt(self, job: JobRecord) -> float:
         data: LocalData = job.data

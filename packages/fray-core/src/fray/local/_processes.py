@@ -1,9 +1,7 @@
 """Process jobs: commands, and callables that need a process (env vars, TPU hosts,
 ``isolation="process"``), each replica under a guardian (``_reaper.py``) in a session of
-its own, so that a job is its whole process tree and never outlives the driver.
-
-One reader thread per replica copies its output into the job's log; the last replica to
-exit reports the attempt's outcome.
+its own, so that a job is its whole process tree and never outlives the driver. One reader
+thread per replica copies its output into the job's log.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_IN
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["signal_replicas", "start_processes", "stop_processes"]
+__all__ = ["run_processes", "signal_replicas", "stop_processes"]
 
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
 
@@ -89,10 +87,9 @@ def _replica_env(job: JobRecord, index: int, coordinator_port: int) -> dict[str,
     return env
 
 
-def start_processes(client: LocalClient, job: JobRecord) -> Outcome | None:
-    """Starts one attempt in guarded processes, one per replica; ``None`` once they run
-    (the last to exit reports the outcome and gives the attempt's turn back), or the
-    outcome of an attempt stopped before it started."""
+def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
+    """Runs one attempt in guarded processes, one per replica, and returns its outcome
+    once every replica has exited."""
     request = job.request
     assert request is not None
     data = job.data
@@ -132,7 +129,8 @@ def start_processes(client: LocalClient, job: JobRecord) -> Outcome | None:
                 name=f"fray-log-{job.job_id}",
                 daemon=True,
             ).start()
-    return None
+    exits.done.wait()
+    return exits.outcome()
 
 
 class _Exits:
@@ -146,6 +144,7 @@ class _Exits:
         self._lock = threading.Lock()
         self._first_bad: _Replica | None = None
         self._left = len(replicas)
+        self.done = threading.Event()
 
     def exited(self, replica: _Replica, code: int) -> None:
         with self._lock:
@@ -158,11 +157,9 @@ class _Exits:
         if first and not last:
             stop_processes(self._replicas, self._client.grace)
         if last:
-            outcome = self._outcome()
-            self._client.pool.release()
-            self._job.report(outcome)
+            self.done.set()
 
-    def _outcome(self) -> Outcome:
+    def outcome(self) -> Outcome:
         job, replicas = self._job, self._replicas
         entry = job.request.entrypoint  # pyright: ignore[reportOptionalMemberAccess]
         bad = self._first_bad
