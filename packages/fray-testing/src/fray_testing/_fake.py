@@ -100,6 +100,8 @@ class FakeClient(BaseClient):
         target: str | None = None,
     ) -> None:
         super().__init__(target, "FakeClient.target")
+        if handler is not None and not callable(handler):
+            raise InvalidRequestError.for_field("FakeClient.handler", handler, "a callable or None")
         self._handler = handler
         self.run_callables = run_callables
         self._scripts: dict[Any, list[Script]] = {}
@@ -117,9 +119,6 @@ class FakeClient(BaseClient):
         """Builds a client from the spec ``fake`` or ``fake?target=ray``."""
         spec.reject_unknown({"target"}, address=False)
         return cls(target=spec.params.get("target"))
-
-    def __repr__(self) -> str:
-        return f"FakeClient(jobs={len(self._jobs)}, events={len(self._events)})"
 
     # -- scripting ---------------------------------------------------------------------------
 

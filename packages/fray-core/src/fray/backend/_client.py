@@ -141,6 +141,9 @@ class BaseClient:
         self._serials = itertools.count(secrets.randbits(32))
         self._hosted: list[HostedActor] = []
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(jobs={len(self._jobs)})"
+
     def __enter__(self) -> Self:
         return self
 

@@ -182,6 +182,8 @@ class LocalClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "LocalClient.max_threads", max_threads, "must be an integer >= 1, or None"
             )
+        if not isinstance(echo_logs, bool):
+            raise InvalidRequestError.for_field("LocalClient.echo_logs", echo_logs, "True or False")
         self.max_threads = max_threads
         self.echo_logs = echo_logs
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
@@ -195,9 +197,6 @@ class LocalClient(BaseClient):
         """Builds a client from ``local``, ``local?threads=N`` or ``local?target=ray``."""
         spec.reject_unknown({"threads", "target"}, address=False)
         return cls(max_threads=spec.param_int("threads"), target=spec.params.get("target"))
-
-    def __repr__(self) -> str:
-        return f"LocalClient(max_threads={self.max_threads}, jobs={len(self._jobs)})"
 
     # -- jobs --------------------------------------------------------------------------------
 
