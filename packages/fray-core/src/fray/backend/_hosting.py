@@ -40,7 +40,7 @@ class ActorServer:
     """An actor instance in this process, served on ``host`` (any free port) to callers
     holding its handle's secret, a thread per connection; its calls run in arrival order, at
     most ``max_concurrency`` at a time, with ``current_client()`` and ``current_actor()``
-    bound. Its context's ``shutdown_event`` (and ``fail``) closes it.
+    bound. Its context's ``shutdown_event`` (and ``fail``) closes it gracefully.
 
     A request is ``(op_id, call, wait)``: ``call`` ``(method, args, kwargs)`` starts operation
     ``op_id`` unless the server holds it, ``None`` asks for it, ``"cancel"`` forgets it (a call
@@ -55,7 +55,9 @@ class ActorServer:
         self.token = secrets.token_urlsafe(32)
         self._sock = socket.create_server((host, 0), backlog=128)
         self.handle = HostedActorHandle(name, (host, self._sock.getsockname()[1]), self.token)
-        self.context = ActorContext(self.handle, 0, name, ShutdownEvent(self.close, name))
+        self.context = ActorContext(
+            self.handle, 0, name, ShutdownEvent(lambda: self.close(True), name)
+        )
         self.withdraw: Callable[[], None] = lambda: None  # runs first when it stops serving
         self.operations: dict[str, Future[Any]] = {}
         self._next_sweep, self._stale = time.monotonic() + _SWEEP_EVERY, set[str]()
@@ -157,17 +159,17 @@ class ActorServer:
             with contextlib.suppress(OSError):
                 conn.shutdown(how)
 
-    def close(self) -> None:
-        """Ends every unfinished call with ``ActorDiedError`` at once (a running method goes
-        on unseen), takes no more, stops listening and closes each connection after its reply."""
+    def close(self, graceful: bool = False) -> None:
+        """Takes no more calls and ends every unfinished one with ``ActorDiedError``; a
+        running call finishes first if ``graceful`` (the actor's own ``shutdown_event``), else
+        goes on unseen. Then stops listening and closes each connection after its reply."""
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            unfinished = list(self.operations.values())
-        self.withdraw()
+            self._closed, withdraw, self.withdraw = True, self.withdraw, lambda: None
+        withdraw()
         LOCAL_SERVERS.pop(self.handle.address, None)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor.shutdown(wait=graceful, cancel_futures=True)
+        with self._lock:
+            unfinished = list(self.operations.values())
         for future in unfinished:
             with contextlib.suppress(InvalidStateError):  # cancelled, or just finished
                 future.set_exception(self._gone())
