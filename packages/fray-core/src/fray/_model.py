@@ -66,7 +66,8 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
             allowed = "this field is required"
         else:
             allowed = _clean_message(item["msg"]).replace("Input should be", "must be")
-        problems.append((field, _redacted(item.get("input")), allowed))
+        value = REDACTED if "secrets" in loc else item.get("input")
+        problems.append((field, _redacted(value), allowed))
     field, value, allowed = problems[0]
     if allowed == "this field is required" and len(problems) == 1:
         message = f"{field}: {allowed}"
@@ -263,16 +264,16 @@ def as_seq(value: tuple[Any, ...] | None) -> Seq | None:
     return None if value is None else Seq(value)
 
 
-SeqOf = Annotated[tuple[Any, ...], AfterValidator(as_seq)]
-StrSeq = Annotated[tuple[str, ...], AfterValidator(as_seq)]
-
-
 def as_tuple(value: Any) -> tuple[Any, ...]:
     """``tuple(value)`` for validators: not being a collection is a ValueError (pydantic
     reports those; any other exception would escape as itself)."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ValueError(f"give a list, not {type(value).__name__}")
     return tuple(cast(Iterable[Any], value))
+
+
+SeqOf = Annotated[tuple[Any, ...], AfterValidator(as_seq)]
+StrSeq = Annotated[tuple[str, ...], AfterValidator(as_seq)]
 
 
 def reject_reserved(helper: str, kwargs: Mapping[str, Any], reserved: Mapping[str, str]) -> None:

@@ -25,23 +25,28 @@ __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfi
 GPU_TYPES: tuple[str, ...] = (
     "A10",
     "A10G",
+    "A100",
     "A100-40G",
     "A100-80G",
     "B100",
     "B200",
     "GB200",
     "GB300",
+    "GH200",
     "H100",
     "H200",
     "L4",
+    "L40",
     "L40S",
     "MI300X",
+    "RTX4090",
     "T4",
     "V100",
     "auto",
 )
 """GPU variants ``GpuConfig`` accepts (case-insensitive); ``auto`` takes whatever GPU the
-backend has. GB200, GB300, L40S and MI300X came with the predecessor's 0.2.227 line."""
+backend has, ``A100`` any A100 (40 or 80 GB). GB200, GB300, L40S and MI300X came with the
+predecessor's 0.2.227 line; GH200, L40 and RTX4090 are names Iris's GPU specs give."""
 
 ANY_REGION = "*"
 """``regions=[ANY_REGION]``: run in any region, on every backend (``regions=None`` means the
@@ -199,7 +204,7 @@ def _scaled_size(size: str, factor: float) -> str:
 DeviceConfig = Annotated[CpuConfig | GpuConfig | TpuConfig, Field(discriminator="kind")]
 
 
-DEFAULT_DISK = "16g"
+DEFAULT_DISK = "64g"
 """``ResourceConfig.disk`` unless given."""
 TPU_DEFAULT_DISK = "50g"
 """``ResourceConfig.with_tpu``'s ``disk`` unless given."""
