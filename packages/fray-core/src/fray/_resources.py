@@ -14,7 +14,19 @@ from pydantic import (
 )
 
 from fray import topology as _tpu
-from fray._model import Model, StrSeq, as_tuple, memory_field, parse_memory, reject_reserved
+from fray._model import (
+    Bool,
+    Float,
+    Int,
+    Model,
+    Name,
+    Str,
+    StrSeq,
+    as_tuple,
+    memory_field,
+    parse_memory,
+    reject_reserved,
+)
 from fray.errors import InvalidRequestError
 
 __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
@@ -84,9 +96,9 @@ class GpuConfig(Model):
         count: GPUs per replica, at least 1.
     """
 
-    variant: str
+    variant: Str
     kind: Literal["gpu"] = "gpu"
-    count: int = Field(default=1, ge=1)
+    count: Int = Field(default=1, ge=1)
 
     @field_validator("variant")
     @classmethod
@@ -134,7 +146,7 @@ class TpuConfig(Model):
 
     variant: str
     kind: Literal["tpu"] = "tpu"
-    topology: str | None = None
+    topology: Name | None = None
 
     @field_validator("variant", mode="before")
     @classmethod
@@ -245,18 +257,18 @@ class ResourceConfig(Model):
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
-    cpu: float = Field(default=1, ge=0)
+    cpu: Float = Field(default=1, ge=0)
     ram: str = "4g"
     disk: str = DEFAULT_DISK
     device: DeviceConfig = Field(default_factory=CpuConfig)
-    preemptible: bool = True
+    preemptible: Bool = True
     regions: StrSeq | None = None
-    zone: str | None = None
-    target_cluster: str | None = None
-    replicas: int = Field(default=1, ge=1)
+    zone: Name | None = None
+    target_cluster: Name | None = None
+    replicas: Int = Field(default=1, ge=1)
     device_alternatives: StrSeq | None = None
-    image: str | None = None
-    container_profile: str | None = None
+    image: Name | None = None
+    container_profile: Name | None = None
 
     @field_validator("ram", "disk", mode="before")
     @classmethod

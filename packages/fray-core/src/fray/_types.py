@@ -25,14 +25,19 @@ from pydantic import (
 
 from fray._model import (
     REDACTED,
+    Float,
+    Int,
     Model,
+    Name,
     Seq,
     SeqOf,
+    Str,
     StrSeq,
     as_tuple,
     is_secret_name,
     parse_memory,
     redact_env,
+    redacted,
 )
 from fray._resources import (
     GPU_TYPES,
@@ -96,8 +101,8 @@ class EnvironmentConfig(Model):
         sync_packages: Workspace members the default setup installs (empty: all).
     """
 
-    workspace: str | None = None
-    docker_image: str | None = None
+    workspace: Name | None = None
+    docker_image: Name | None = None
     pip_packages: StrSeq = Seq()
     env_vars: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
@@ -130,8 +135,11 @@ class EnvironmentConfig(Model):
         out: dict[str, str] = {}
         items = cast(Mapping[Any, Any], value)
         for key, item in items.items():
-            if not isinstance(key, str) or not name_re.match(key):
-                raise ValueError(f"{what} name {key!r} must be letters, digits and '_', {also}")
+            if not isinstance(key, str):
+                raise ValueError(f"{what} names must be strings, not {type(key).__name__}")
+            if not name_re.match(key):
+                shown = redacted(key)
+                raise ValueError(f"{what} name {shown!r} must be letters, digits and '_', {also}")
             if item is None:
                 continue
             if not isinstance(item, str):
@@ -251,7 +259,7 @@ class Entrypoint(Model):
         if binary is not None:
             if not isinstance(binary, BinaryEntrypoint):
                 raise ValueError("binary_entrypoint must be a BinaryEntrypoint")
-            fields["command"] = (binary.command, *binary.args)
+            fields["command"] = (binary.command, *as_tuple(binary.args))
         return fields
 
     @field_validator("command", mode="before")
@@ -324,13 +332,7 @@ class Entrypoint(Model):
             raise InvalidRequestError.for_field(
                 "Entrypoint.kwargs", kwargs, "give the keyword arguments as a dict, or None"
             )
-        try:
-            args_tuple = as_tuple(args)
-        except ValueError:
-            raise InvalidRequestError.for_field(
-                "Entrypoint.args", args, "give the positional arguments as a list or tuple"
-            ) from None
-        return cls(callable=target, args=args_tuple, kwargs=dict(kwargs or {}))
+        return cls(callable=target, args=_args(args), kwargs=dict(kwargs or {}))
 
     @classmethod
     def from_command(cls, *argv: str | Sequence[str]) -> Entrypoint:
@@ -362,7 +364,7 @@ class Entrypoint(Model):
     @classmethod
     def from_binary(cls, command: str, args: Sequence[str] = ()) -> Entrypoint:
         """Runs ``command`` with ``args`` (same as ``from_command(command, *args)``)."""
-        return cls(command=(command, *args))
+        return cls(command=(command, *_args(args)))
 
     def describe(self) -> str:
         """A short human description (the function's name or the command line)."""
@@ -370,6 +372,15 @@ class Entrypoint(Model):
             return " ".join(self.command)
         fn = self.callable
         return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _args(value: Any) -> tuple[Any, ...]:
+    try:
+        return as_tuple(value)
+    except ValueError:
+        raise InvalidRequestError.for_field(
+            "Entrypoint.args", value, "give the arguments as a list or tuple (not a str or dict)"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,16 +472,16 @@ class JobRequest(Model):
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
-    name: str
+    name: Str
     entrypoint: Entrypoint
     resources: ResourceConfig = Field(default_factory=ResourceConfig)
     environment: EnvironmentConfig | None = None
-    replicas: int | None = Field(default=None, ge=1)
-    processes_per_task: int = Field(default=1, ge=1)
-    max_retries_failure: int = Field(default=0, ge=0)
-    max_retries_preemption: int = Field(default=100, ge=0)
-    max_task_failures: int = Field(default=0, ge=0)
-    priority: int = 0
+    replicas: Int | None = Field(default=None, ge=1)
+    processes_per_task: Int = Field(default=1, ge=1)
+    max_retries_failure: Int = Field(default=0, ge=0)
+    max_retries_preemption: Int = Field(default=100, ge=0)
+    max_task_failures: Int = Field(default=0, ge=0)
+    priority: Int = 0
     timeout: float | None = None
     scheduling_timeout: float | None = None
     isolation: Literal["auto", "thread", "process"] = "auto"
@@ -532,10 +543,10 @@ class ActorConfig(Model):
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
-    max_concurrency: int = Field(default=1, ge=1)
-    max_restarts: int | None = Field(default=None, ge=-1)
-    max_task_retries: int | None = Field(default=None, ge=-1)
-    priority: int = 0
+    max_concurrency: Int = Field(default=1, ge=1)
+    max_restarts: Int | None = Field(default=None, ge=-1)
+    max_task_retries: Int | None = Field(default=None, ge=-1)
+    priority: Int = 0
 
 
 class JobInfo(Model):
@@ -560,18 +571,18 @@ class JobInfo(Model):
             the cluster lacks), where the backend says.
     """
 
-    job_id: str
-    name: str
+    job_id: Str
+    name: Str
     status: JobStatus
-    attempts: int = 0
-    preemptions: int = 0
-    failures: int = 0
-    error: str | None = None
-    exit_code: int | None = None
-    parent: str | None = None
-    children: tuple[str, ...] = ()
-    replicas: int = 1
-    submitted_at: float | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    pending_reason: str | None = None
+    attempts: Int = 0
+    preemptions: Int = 0
+    failures: Int = 0
+    error: Str | None = None
+    exit_code: Int | None = None
+    parent: Str | None = None
+    children: tuple[Str, ...] = ()
+    replicas: Int = 1
+    submitted_at: Float | None = None
+    started_at: Float | None = None
+    finished_at: Float | None = None
+    pending_reason: Str | None = None
