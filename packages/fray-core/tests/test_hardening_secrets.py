@@ -86,6 +86,47 @@ def test_validation_errors_hide_secret_values(name: str, value: str) -> None:
         assert value not in str(info.value) and value not in repr(info.value.value)
 
 
+@settings(max_examples=40, deadline=None, database=None)
+@given(name=secret_names, value=secret_values)
+def test_wrongly_shaped_env_vars_and_secrets_never_show_a_value(name: str, value: str) -> None:
+    """``env_vars`` as pairs or ``NAME=value`` text, and any bad ``secrets`` (whose values are
+    all secret, whatever their names), are refused without the value in the error."""
+    shapes: list[Any] = [
+        [(name, value)],
+        [[name, value]],
+        (name, value),
+        {(name, value)},
+        f"{name}={value}",
+        f"A=1 {name}={value} B=2",
+        {f"{name}={value}": "x"},
+        {(name, value): "x"},
+    ]
+    bad_secrets: list[Any] = [
+        {"plain": value, "bad/name": "x"},
+        {"plain": value, "N": 3},
+        [("plain", value)],
+        f"plain={value}",
+    ]
+    builds: list[Any] = []
+    for env_vars in shapes:
+        builds.append(lambda env_vars=env_vars: EnvironmentConfig(env_vars=env_vars))
+        builds.append(lambda env_vars=env_vars: create_environment(env_vars=env_vars))
+    for secrets in bad_secrets:
+        builds.append(lambda secrets=secrets: EnvironmentConfig(secrets=secrets))
+        builds.append(lambda secrets=secrets: create_environment(secrets=secrets))
+    builds.append(lambda: Entrypoint.from_binary("run", f"{name}={value}"))
+    builds.append(lambda: Entrypoint.from_command(f"{name}={value} run"))
+    for build in builds:
+        with pytest.raises(InvalidRequestError) as info:
+            build()
+        shown = f"{info.value} {info.value.value!r} {info.value.allowed}"
+        assert value not in shown and value[3:] not in shown
+    environment = {"env_vars": shapes[0]}
+    with pytest.raises(InvalidRequestError) as info:
+        JobRequest(name="j", entrypoint=Entrypoint.from_command("t"), environment=environment)  # pyright: ignore[reportArgumentType]
+    assert value not in str(info.value)
+
+
 def leaky_failure() -> None:
     token = os.environ["HF_TOKEN"]
     assert token == SECRET  # the job does get the real value
