@@ -60,14 +60,8 @@ DELIBERATE: dict[str, str] = {
 _LOGS = "logs(max_lines=0) returning a tuple: the job handles' work"
 _ADOPT = "submit(request, adopt_existing) by position: the clients' work"
 PENDING: dict[str, str] = {
-    "fray.actor.HostedActor.__init__": "HostedActor(handle) without stop: fray/_actor.py",
-    "fray.client.Client.submit": _ADOPT,
-    "fray.local_backend.LocalClient.submit": _ADOPT,
     "fray.iris_backend.FrayIrisClient.submit": _ADOPT,
-    "fray.client.JobHandle.logs": _LOGS,
-    "fray.local_backend.LocalJobHandle.logs": _LOGS,
     "fray.iris_backend.IrisJobHandle.logs": _LOGS,
-    "fray.local_backend.LocalJobHandle.__init__": "LocalJobHandle(job_id, future): fray.local",
     "fray.iris_backend.IrisJobHandle.wait": "IrisJobHandle.wait(stream_logs=): fray-iris",
     "fray.iris_backend.IrisActorGroup.discover_new": "discover_new(target=): fray-iris",
     "fray.iris_backend.IrisActorGroup.wait_ready": "wait_ready(timeout=900.0): fray-iris",
