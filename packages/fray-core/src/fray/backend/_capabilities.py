@@ -124,6 +124,12 @@ def _sets_env_vars(r: JobRequest) -> bool:
     return any(os.environ.get(name) != value for name, value in env.items())
 
 
+def has_secrets(r: JobRequest) -> bool:
+    """Whether the job is given secrets of its own, or only those (``isolate``)."""
+    env = r.environment
+    return env is not None and (bool(env.secrets) or env.secret_behavior == "isolate")
+
+
 def _environment(name: str, allowed: str) -> Limit:
     """A limit on an ``environment.<name>`` that must stay empty."""
     return Limit(
@@ -163,6 +169,12 @@ LOCAL = Capabilities(
             "TPU hosts each need a process with their own env; use 'auto' or 'process'",
             lambda r: r.isolation == "thread" and _is_tpu(r),
         ),
+        Limit(
+            "isolation",
+            "secrets (and secret_behavior='isolate') need a process with a private secrets "
+            "folder of its own; use 'auto' or 'process'",
+            lambda r: r.isolation == "thread" and has_secrets(r),
+        ),
         _environment(
             "docker_image",
             "unset: the local backend cannot run containers; leave it unset to run here",
@@ -186,6 +198,13 @@ RAY = Capabilities(
             lambda r: r.isolation == "thread",
         ),
         _one_process_per_replica("Ray"),
+        Limit(
+            "environment.secrets",
+            "empty, with secret_behavior 'inherit', on Ray: Ray would carry them in a job's "
+            "runtime_env, which its GCS and dashboard show, and cannot withhold the "
+            "cluster's own credentials from a task; run jobs with secrets on Iris",
+            has_secrets,
+        ),
         _environment(
             "extras",
             "empty on Ray: Ray installs packages, not a project's extras; list the extras' "
