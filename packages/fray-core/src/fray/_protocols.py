@@ -46,7 +46,7 @@ class JobHandle(Protocol):
     @overload
     def logs(
         self,
-        max_lines: int | None = None,
+        max_lines: int | None = 0,
         *,
         follow: Literal[False] = False,
         include_children: bool = False,
@@ -54,11 +54,11 @@ class JobHandle(Protocol):
 
     @overload
     def logs(
-        self, max_lines: int | None = None, *, follow: Literal[True], include_children: bool = False
+        self, max_lines: int | None = 0, *, follow: Literal[True], include_children: bool = False
     ) -> Iterator[str]: ...
 
     def logs(
-        self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
+        self, max_lines: int | None = 0, *, follow: bool = False, include_children: bool = False
     ) -> tuple[str, ...] | Iterator[str]:
         """The job's output lines (stdout and stderr), without trailing newlines: a tuple of
         those so far, or with ``follow`` an iterator that also yields new ones until the job

@@ -129,6 +129,9 @@ class BaseClient:
     scheme: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities | None] = None
     handle_type: ClassVar[type[BaseJobHandle]]
+    #: ``EnvironmentConfig`` fields this backend accepts and does not use (meant for
+    #: another backend): a request that sets one is warned about, once per client and field.
+    ignores: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, target: str | None = None, target_field: str = "target") -> None:
         self.target = None if target is None else capabilities_of(target, field=target_field)
@@ -140,6 +143,7 @@ class BaseClient:
         # Job ids end in a count from a random start: unique in this client, no system call.
         self._serials = itertools.count(secrets.randbits(32))
         self._hosted: list[HostedActor] = []
+        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._jobs)})"
@@ -172,6 +176,8 @@ class BaseClient:
             )
         for table in self._tables():
             table.check(request)
+        if self.ignores and request.environment is not None:
+            self._warn_ignored(request.environment)
         data = self._prepare(request)
         self._check_open()
         running = _bound.job.get()  # (the job whose code runs here) or its process's variable
@@ -188,6 +194,17 @@ class BaseClient:
             parent.add_child(job)
         self._launch(job, adopt_existing)
         return self.handle_type(job)
+
+    def _warn_ignored(self, environment: Any) -> None:
+        for field in self.ignores:
+            if getattr(environment, field) and field not in self._warned:
+                self._warned.add(field)
+                logger.warning(
+                    "%s ignores EnvironmentConfig.%s (it is used on Iris only); the job runs "
+                    "without it",
+                    type(self).__name__,
+                    field,
+                )
 
     def _prepare(self, request: JobRequest) -> Any:
         """Checks what only this backend can check in a request and works out, once, what

@@ -31,6 +31,7 @@ from typing import Any
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilities_of
+from fray.backend._capabilities import has_secrets
 from fray.errors import InvalidRequestError
 from fray.local._actors import InProcessActors
 from fray.local._jobs import LocalJobHandle, grace_seconds
@@ -121,7 +122,7 @@ def _needs_process(request: JobRequest) -> bool:
     env = request.environment.env_vars if request.environment is not None else {}
     has_env = any(os.environ.get(name) != value for name, value in env.items())
     is_tpu = isinstance(request.resources.device, TpuConfig)
-    return not request.entrypoint.is_callable or has_env or is_tpu
+    return not request.entrypoint.is_callable or has_env or is_tpu or has_secrets(request)
 
 
 def _payload(request: JobRequest) -> bytes:
@@ -145,14 +146,16 @@ def _payload(request: JobRequest) -> bytes:
 
 class LocalData:
     """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
-    pickled callable, its private folder, and the current attempt's replicas."""
+    pickled callable, its private folder, the variables delivering its secrets, and the
+    current attempt's replicas."""
 
-    __slots__ = ("payload", "process", "replicas", "workdir")
+    __slots__ = ("payload", "process", "replicas", "secrets", "workdir")
 
     def __init__(self, process: bool, payload: bytes | None) -> None:
         self.process = process
         self.payload = payload
         self.workdir: str | None = None
+        self.secrets: dict[str, str] = {}  # variables that deliver its secrets
         self.replicas: list[Any] = []
 
 
@@ -171,6 +174,7 @@ class LocalClient(BaseClient):
     scheme = "local"
     capabilities = capabilities_of("local")
     handle_type = LocalJobHandle
+    ignores = ("setup_scripts", "sync_packages")
 
     def __init__(
         self, max_threads: int | None = None, *, echo_logs: bool = True, target: str | None = None

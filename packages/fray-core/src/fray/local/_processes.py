@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fray._model import REDACTED, is_secret_name
 from fray._types import TpuConfig
 from fray.backend import JobRecord, Outcome, Phase
+from fray.backend._capabilities import has_secrets
 from fray.backend._client import TIMERS
 from fray.backend._output import echo_stream
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["run_processes", "signal_replicas", "stop_processes"]
 
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
+SECRETS_DIR_ENV = "RIGGING_SECRETS_DIR"  # where rigging's readers look for secret files
+FORWARDED_SECRETS = ("HF_TOKEN", "WANDB_API_KEY", "CW_KEY_ID", "CW_KEY_SECRET")
 
 
 class _Replica:
@@ -49,10 +52,55 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _replica_env(job: JobRecord, index: int, coordinator_port: int) -> dict[str, str]:
+def _write_private(path: str, data: bytes) -> None:
+    """Writes ``data`` to a new file only its owner can read (0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _forwarded_secrets() -> dict[str, str]:
+    """The driver's credentials a job inherits (rigging's ``forwarded_secrets``): its
+    mounted bundle (``RIGGING_SECRETS_DIR``), then HF, W&B and CoreWeave keys, each read from
+    the bundle first, then from the environment."""
+    bundle = Path(os.environ.get(SECRETS_DIR_ENV, "/run/rigging/secrets"))
+    listed = sorted(p.name for p in bundle.glob("*") if p.is_file() and p.name[0] != ".")
+    found: dict[str, str] = {}
+    for name in dict.fromkeys((*listed, *FORWARDED_SECRETS)):
+        value = (bundle / name).read_text() if (bundle / name).is_file() else os.environ.get(name)
+        if value is not None:
+            found[name] = value.strip()
+    return found
+
+
+def _deliver_secrets(job: JobRecord, folder: str) -> dict[str, str]:
+    """Writes the job's secrets as files (0600) into a private folder (0700) of the job's
+    own, removed when it ends; returns the variables its processes get (the folder as
+    ``RIGGING_SECRETS_DIR``; with ``isolate``, the driver's forwarded keys removed)."""
+    env = job.request.environment if job.request is not None else None
+    if env is None or not has_secrets(job.request):  # pyright: ignore[reportArgumentType]
+        return {}
+    values = _forwarded_secrets() if env.secret_behavior == "inherit" else {}
+    values.update(env.secrets)
+    path = os.path.join(folder, "secrets")
+    os.mkdir(path, 0o700)
+    for name, value in values.items():
+        _write_private(os.path.join(path, name), value.encode())
+    hidden = dict.fromkeys(FORWARDED_SECRETS, "") if env.secret_behavior == "isolate" else {}
+    return {**hidden, SECRETS_DIR_ENV: path}
+
+
+def _replica_env(
+    job: JobRecord, index: int, coordinator_port: int, secrets: dict[str, str]
+) -> dict[str, str]:
     request = job.request
     assert request is not None
     env = dict(os.environ)
+    for name, value in secrets.items():  # "" removes a variable: the driver's credentials
+        if value:
+            env[name] = value
+        else:
+            env.pop(name, None)
     device = request.resources.device
     defaults = dict(device.default_env_vars())
     if isinstance(device, TpuConfig):
@@ -93,11 +141,11 @@ def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
     request = job.request
     assert request is not None
     data = job.data
-    if data.payload is not None and data.workdir is None:
+    if data.workdir is None:
         data.workdir = client.job_folder(job)
-        fd = os.open(os.path.join(data.workdir, "payload.pkl"), os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data.payload)
+        if data.payload is not None:
+            _write_private(os.path.join(data.workdir, "payload.pkl"), data.payload)
+        data.secrets = _deliver_secrets(job, data.workdir)
     port = _free_port() if isinstance(request.resources.device, TpuConfig) else 0
     replicas = [_Replica(i) for i in range(job.replicas)]
     exits = _Exits(client, job, replicas)
@@ -120,7 +168,7 @@ def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=_replica_env(job, replica.index, port),
+                env=_replica_env(job, replica.index, port, data.secrets),
                 start_new_session=True,
             )
             threading.Thread(
