@@ -1,30 +1,24 @@
-"""``fray migrate scan PATH``: list Ray usages and their Fray replacements."""
+"""``fray migrate scan PATH``: a thin front end to :mod:`fray.migrate`."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fray.cli._common import UsageError, print_json
-
-if TYPE_CHECKING:
-    from fray.migrate import ScanError
+from fray.cli._common import add_command, print_json, usage
 
 __all__ = ["add_parser"]
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Any) -> None:
     """Adds ``fray migrate`` and ``fray migrate scan``."""
-    migrate: argparse.ArgumentParser = sub.add_parser(
-        "migrate", parents=[common], help="help moving a code base from Ray to Fray"
-    )
-    inner = migrate.add_subparsers(dest="migrate_command", metavar="COMMAND")
-    p = inner.add_parser(
+    migrate = add_command(sub, "migrate", None, help="help moving a code base from Ray to Fray")
+    p = add_command(
+        migrate.add_subparsers(metavar="COMMAND"),
         "scan",
-        parents=[common],
+        cmd_scan,
         help="list each Ray usage with its Fray replacement, in migration order",
         description=(
             "Statically scans Python files (nothing is imported or run) for Ray and "
@@ -36,13 +30,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("paths", metavar="PATH", nargs="+", help="files or folders to scan")
     p.add_argument("--json", action="store_true", help="print JSON for tools")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when usages are found")
-    p.set_defaults(handler=cmd_scan)
-
-    def no_command(_args: argparse.Namespace) -> int:
-        migrate.print_help(sys.stderr)
-        return 2
-
-    migrate.set_defaults(handler=no_command)
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
@@ -51,39 +38,29 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
     for path in args.paths:
         if not os.path.exists(path):
-            raise UsageError("PATH", f"{path!r} does not exist; give a Python file or a folder")
+            raise usage("PATH", f"{path!r} does not exist; give a Python file or a folder")
     report = scan(args.paths)
-    # A file that cannot be parsed makes the report incomplete: never exit 0 then.
-    code = 1 if (report.findings and not args.exit_zero) or report.errors else 0
     if args.json:
         print_json(report.as_dict())
-        _print_errors(args, report.errors)
-        return code
-    out = sys.stdout
-    unparsed = f"; {len(report.errors)} could not be parsed" if report.errors else ""
-    out.write(
-        f"fray migrate scan: {len(report.findings)} usage(s) in {report.files_with_findings} of "
-        f"{report.files_scanned} file(s){unparsed}\n"
-    )
-    for strategy, findings in iter_strategies(report):
-        if not findings:
-            continue
-        out.write(f"\n{strategy.priority}. {strategy.title} ({len(findings)})\n")
-        out.write(f"   {strategy.summary}\n")
-        for finding in findings:
-            out.write(f"   {finding.path}:{finding.line}:{finding.column}: {finding.found}\n")
-            out.write(f"      -> {finding.replacement}\n")
-    if report.findings:
-        out.write("\nGuide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.\n")
-    out.flush()
-    _print_errors(args, report.errors)
-    return code
-
-
-def _print_errors(args: argparse.Namespace, errors: Sequence[ScanError]) -> None:
-    """One line on stderr per file that could not be parsed: where, and why."""
-    prog = getattr(args, "prog", "fray migrate scan")
-    for error in errors:
+    else:
+        unparsed = f"; {len(report.errors)} could not be parsed" if report.errors else ""
+        out = [
+            f"fray migrate scan: {len(report.findings)} usage(s) in {report.files_with_findings} "
+            f"of {report.files_scanned} file(s){unparsed}"
+        ]
+        for strategy, findings in iter_strategies(report):
+            if findings:
+                out += ["", f"{strategy.priority}. {strategy.title} ({len(findings)})"]
+                out.append(f"   {strategy.summary}")
+            for f in findings:
+                out += [f"   {f.path}:{f.line}:{f.column}: {f.found}", f"      -> {f.replacement}"]
+        if report.findings:
+            out += [
+                "",
+                "Guide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.",
+            ]
+        sys.stdout.write("\n".join(out) + "\n")
+    for error in report.errors:  # the report is incomplete: name each file, and never exit 0
         where = f"{error.path}:{error.line}" if error.line else error.path
-        sys.stderr.write(f"{prog}: error: cannot parse {where}: {error.message}\n")
-    sys.stderr.flush()
+        sys.stderr.write(f"{args.prog}: error: cannot parse {where}: {error.message}\n")
+    return 1 if (report.findings and not args.exit_zero) or report.errors else 0
