@@ -1,13 +1,5 @@
-"""The ``fray`` command line.
-
-::
-
-    fray run [--spec S] [--name N] [--cpu C --ram R --disk D] [--tpu TYPE --slices N | --gpu TYPE:N]
-             [--env K=V]... [--max-retries-failure N --max-retries-preemption N] -- CMD...
-    fray jobs list | status ID | logs ID [-f] [--children] | stop ID | wait ID...
-    fray tpu list | show TYPE
-    fray doctor
-    fray migrate scan PATH...
+"""The ``fray`` command line: ``fray run``, ``fray jobs``, ``fray tpu``, ``fray doctor`` and
+``fray migrate`` (see docs/cli.md).
 
 Exit codes: ``fray run`` exits with the job's exit code (130 after Ctrl-C); bad arguments
 exit 2; other errors print one line plus a hint and exit 1 (``--debug`` shows the traceback).
@@ -24,7 +16,7 @@ from typing import NoReturn
 
 from fray.cli._common import DEBUG, CliError, silence_stdout
 from fray.environment_variables import FRAY_CLIENT_SPEC
-from fray.errors import BackendUnavailableError, FrayError, InvalidRequestError, JobNotFoundError
+from fray.errors import BackendUnavailableError, FrayError, JobNotFoundError
 
 __all__ = ["build_parser", "main"]
 
@@ -34,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
     prints the whole usage). Subcommands' parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:
-        _print_error(self.prog, message, f"see '{self.prog} --help'")
+        sys.stderr.write(f"{self.prog}: error: {message}\nhint: see '{self.prog} --help'\n")
         sys.exit(2)
 
 
@@ -57,26 +49,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_error(prog: str, message: str, hint: str | None) -> None:
-    sys.stderr.write(f"{prog}: error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
-
-
-def _explain(err: Exception, prog: str) -> tuple[str, str | None, int]:
-    """The one line, the hint and the exit code for an error."""
+def _as_cli_error(err: Exception) -> CliError:
+    """The one line and the hint that report ``err``."""
     if isinstance(err, CliError):
-        hint = err.hint or (f"see '{prog} --help'" if err.code == 2 else None)
-        return str(err), hint, err.code
+        return err
     if not isinstance(err, FrayError):
         hint = "rerun with --debug for the traceback, and report it if it is a bug in fray"
-        return f"unexpected {type(err).__name__}: {err}", hint, 1
+        return CliError(f"unexpected {type(err).__name__}: {err}", hint=hint)
     hint = None
     if isinstance(err, JobNotFoundError):
         hint = "'fray jobs list' shows the known jobs"
     elif isinstance(err, BackendUnavailableError):
         hint = "'fray doctor' lists the installed backends"
-    elif isinstance(err, InvalidRequestError) and FRAY_CLIENT_SPEC in (err.field or ""):
+    elif FRAY_CLIENT_SPEC in (getattr(err, "field", None) or ""):
         hint = f"check {FRAY_CLIENT_SPEC}; 'fray doctor' shows what is configured"
-    return (str(err).splitlines() or [type(err).__name__])[0], hint, 1
+    return CliError((str(err).splitlines() or [type(err).__name__])[0], hint=hint)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,9 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`fray jobs logs ID | head`): stop quietly
         silence_stdout()
         return 141
-    except Exception as err:
+    except Exception as exc:
         if debug:
             traceback.print_exc()
-        message, hint, code = _explain(err, args.prog)
-        _print_error(args.prog, message, hint)
-        return code
+        err = _as_cli_error(exc)
+        hint = err.hint or (f"see '{args.prog} --help'" if err.code == 2 else None)
+        sys.stderr.write(f"{args.prog}: error: {err}\n" + (f"hint: {hint}\n" if hint else ""))
+        return err.code

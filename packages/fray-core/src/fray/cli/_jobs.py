@@ -4,10 +4,8 @@ Ray and Iris the cluster answers; locally, the runs ``fray run`` recorded (``_ru
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any, cast
 
 from fray import JobStatus, wait_all
@@ -26,30 +24,8 @@ from fray.errors import JobTimeoutError
 
 __all__ = ["add_parser"]
 
-# What `fray jobs status` shows of a job (what is known of it), and how it is labelled.
-_LABELS = {
-    "job_id": "job id",
-    "name": "name",
-    "status": "status",
-    "exit_code": "exit code",
-    "error": "error",
-    "pending_reason": "waiting",
-    "stop_signal": "stopped by",
-    "command": "command",
-    "cwd": "cwd",
-    "resources": "resources",
-    "env": "env",
-    "attempts": "attempts",
-    "failures": "failures",
-    "preemptions": "preempted",
-    "replicas": "replicas",
-    "parent": "parent",
-    "children": "children",
-    "submitted_at": "submitted",
-    "started_at": "started",
-    "finished_at": "finished",
-    "duration_s": "duration",
-}
+# Labels of the facts whose names are long or unclear (`fray jobs status`).
+_LABELS = {"pending_reason": "waiting", "preemptions": "preempted", "stop_signal": "signal"}
 
 
 def add_parser(sub: Any) -> None:
@@ -81,15 +57,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=number(float, 0), metavar="S", help="exit 124 after S s")
 
 
-@contextlib.contextmanager
-def _client(args: argparse.Namespace) -> Iterator[Any]:
-    client = open_client(args.spec, runs=True)
-    try:
-        yield client
-    finally:
-        client.shutdown()
-
-
 def _facts(info: Any) -> dict[str, Any]:
     """A job's facts (a recorded run's info is a dict already), with its duration."""
     facts = cast("dict[str, Any]", info) if isinstance(info, dict) else info.model_dump(mode="json")
@@ -100,7 +67,7 @@ def _facts(info: Any) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``fray jobs list``."""
-    with _client(args) as client:
+    with open_client(args.spec, runs=True) as client:
         rows = [_facts(info) for info in client.list_jobs()][-(args.limit or 0) :]
         where = getattr(client, "root", None)  # the state directory, locally
     if args.json:
@@ -125,29 +92,29 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """``fray jobs status ID``."""
-    with _client(args) as client:
+    with open_client(args.spec, runs=True) as client:
         facts = _facts(client.get_job(args.job_id).info())
     if args.json:
         print_json(facts)
         return 0
     pairs: list[tuple[str, Any]] = []
-    for key, label in _LABELS.items():
-        value = facts.get(key)
-        if key.endswith(("_at", "_s")):
-            value = (format_time if key.endswith("_at") else format_duration)(value)
-        elif isinstance(value, dict):
+    for key, value in facts.items():
+        if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "-"  # pyright: ignore[reportUnknownVariableType]
         elif isinstance(value, list):
             value = " ".join(map(str, value)) or "-"  # pyright: ignore[reportUnknownArgumentType]
+        elif key.endswith(("_at", "_s")):
+            value = (format_time if key.endswith("_at") else format_duration)(value)
+        label = key.removesuffix("_at").removesuffix("_s").replace("_", " ")
         if value is not None:
-            pairs.append((label, value))
+            pairs.append((_LABELS.get(key, label), value))
     print_pairs(pairs)
     return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """``fray jobs logs ID [-f] [--children]``."""
-    with _client(args) as client:
+    with open_client(args.spec, runs=True) as client:
         handle = client.get_job(args.job_id)
         for line in handle.logs(follow=args.follow, include_children=args.children):
             print(line, flush=True)
@@ -156,7 +123,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     """``fray jobs stop ID``."""
-    with _client(args) as client:
+    with open_client(args.spec, runs=True) as client:
         handle = client.get_job(args.job_id)
         status = handle.status()
         if status.is_finished:
@@ -176,7 +143,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_wait(args: argparse.Namespace) -> int:
     """``fray jobs wait ID...``: exit 0 if all succeeded, 1 if any did not, 124 on timeout."""
-    with _client(args) as client:
+    with open_client(args.spec, runs=True) as client:
         handles = [client.get_job(one) for one in args.job_ids]
         try:
             statuses = wait_all(handles, timeout=args.timeout, raise_on_failure=False)

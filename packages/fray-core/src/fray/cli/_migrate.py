@@ -20,12 +20,8 @@ def add_parser(sub: Any) -> None:
         "scan",
         cmd_scan,
         help="list each Ray usage with its Fray replacement, in migration order",
-        description=(
-            "Statically scans Python files (nothing is imported or run) for Ray and "
-            "predecessor-Fray usage. Exit code: 0 when nothing is found, 1 when something is "
-            "(0 with --exit-zero) or when a file cannot be parsed (even with --exit-zero: the "
-            "report is incomplete), 2 for bad arguments. See docs/migrating-from-ray.md."
-        ),
+        description="A static scan (nothing is imported or run). Exit 1 when something is "
+        "found (0 with --exit-zero), or when a file cannot be parsed; see docs/cli.md.",
     )
     p.add_argument("paths", metavar="PATH", nargs="+", help="files or folders to scan")
     p.add_argument("--json", action="store_true", help="print JSON for tools")
@@ -55,10 +51,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
             for f in findings:
                 out += [f"   {f.path}:{f.line}:{f.column}: {f.found}", f"      -> {f.replacement}"]
         if report.findings:
-            out += [
-                "",
-                "Guide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.",
-            ]
+            out += ["", "Guide: docs/migrating-from-ray.md and docs/migrating-from-fray-v2.md."]
         sys.stdout.write("\n".join(out) + "\n")
     for error in report.errors:  # the report is incomplete: name each file, and never exit 0
         where = f"{error.path}:{error.line}" if error.line else error.path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import queue
@@ -16,16 +17,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from fray import Entrypoint, EnvironmentConfig, JobRequest, JobStatus, ResourceConfig
-from fray.cli._common import (
-    CliError,
-    add_command,
-    format_duration,
-    number,
-    open_client,
-    silence_stdout,
-    usage,
-)
-from fray.cli._runs import RunStore, masker, redact, runner
+from fray.cli._common import add_command, number, open_client, silence_stdout, usage
+from fray.cli._runs import Run, RunStore, masker, redact
 from fray.cli._tpu import tpu_type
 from fray.errors import InvalidRequestError
 
@@ -50,10 +43,8 @@ def add_parser(sub: Any) -> None:
         run_command,
         spec=True,
         help="run a command as a job, stream its output and exit with its exit code",
-        description="Runs CMD as a job, streams its output and exits with its exit code; "
-        "Ctrl-C stops it (exit 130). Local runs are recorded for 'fray jobs' in FRAY_STATE_DIR.",
-        epilog="example: fray run --name train --tpu v5p-64 --env WANDB_MODE=offline -- "
-        "python train.py",
+        description="Ctrl-C stops the job (exit 130). Local runs are recorded for 'fray jobs'.",
+        epilog="example: fray run --tpu v5p-64 --env WANDB_MODE=offline -- python train.py",
     )
     p.add_argument("--name", help="job name (default: from the command)")
     p.add_argument("--cpu", type=float, help="CPU cores per replica, e.g. 4 or 0.5")
@@ -62,9 +53,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tpu", type=tpu_type, metavar="TYPE", help="TPU slice type, e.g. v5p-64")
     p.add_argument("--slices", type=number(int, 1), metavar="N", help="TPU slices (with --tpu)")
     p.add_argument("--gpu", type=_gpu, metavar="TYPE[:N]", help="GPUs per replica, e.g. H100:8")
-    p.add_argument(
-        "--env", type=_env_pair, action="append", default=[], metavar="NAME=VALUE", help="env var"
-    )
+    p.add_argument("--env", type=_env, action="append", default=[], metavar="NAME=VALUE")
     for budget in ("failure", "preemption"):
         how = {"type": number(int, 0), "metavar": "N", "help": f"re-runs after a {budget}"}
         p.add_argument(f"--max-retries-{budget}", **how)
@@ -78,7 +67,7 @@ def _gpu(text: str) -> tuple[str, int]:
     return variant.strip(), int(n) if sep else 1
 
 
-def _env_pair(text: str) -> tuple[str, str]:
+def _env(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r} must look like NAME=VALUE")
@@ -110,14 +99,12 @@ def build_request(args: argparse.Namespace, command: list[str], env: dict[str, s
             resources = ResourceConfig.with_tpu(
                 args.tpu.name, slice_count=args.slices or 1, **sizes
             )
-        elif args.gpu:
-            resources = ResourceConfig.with_gpu(*args.gpu, **sizes)
         else:
-            resources = ResourceConfig(**sizes)
+            resources = ResourceConfig.with_gpu(*args.gpu, **sizes) if args.gpu else None
         return JobRequest(
             name=args.name or default_name(command),
             entrypoint=Entrypoint.from_command(command),
-            resources=resources,
+            resources=resources or ResourceConfig(**sizes),
             environment=EnvironmentConfig(env_vars=env) if env else None,
             **{k: v for k, v in given.items() if k.startswith("max_retries_")},
         )
@@ -137,19 +124,10 @@ def run_command(args: argparse.Namespace) -> int:
     env = dict(args.env)
     request = build_request(args, command, env)
     client = open_client(args.spec)
-    run = _Run(client, request, masker([env, os.environ]))
     local = getattr(client, "scheme", None) == "local"
+    run = _Run(client, request, masker([env, os.environ]))
     try:
-        if local:
-            run.store = RunStore()
-            try:
-                run.store.prepare()
-            except OSError as err:
-                raise CliError(
-                    f"cannot write the state directory {run.store.root}: {err}",
-                    hint="set FRAY_STATE_DIR to a writable directory",
-                ) from err
-        return run.execute(command, env)
+        return run.execute(RunStore().prepare() if local else None, command, env)
     finally:
         if local or run.signum is None:
             client.shutdown()
@@ -164,16 +142,12 @@ def _say(line: str) -> None:
 
 class _Run:
     """One ``fray run``. Its main thread waits on an inbox that background threads and the
-    signal handler feed, so it acts on a signal at once, whatever the backend is doing (a
-    signal handler runs only in the main thread)."""
+    signal handler feed, so it acts on a signal at once, whatever the backend is doing."""
 
     def __init__(self, client: Any, request: JobRequest, mask: Callable[[str], str]) -> None:
         self.client, self.request, self.mask = client, request, mask
         self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.signum: int | None = None
-        self.store: RunStore | None = None
-        self.record: dict[str, Any] = {}
-        self.lock = threading.Lock()  # the record is written by the main and the log thread
 
     def start(self, kind: str, call: Callable[[], Any]) -> None:
         """Runs ``call`` on a daemon thread; its outcome arrives in the inbox as ``kind``."""
@@ -192,72 +166,68 @@ class _Run:
         """The outcome of ``kind``; ``None`` once ``timeout`` has passed or at the first
         signal (later ones are ignored: the run is stopping already)."""
         deadline = math.inf if timeout is None else time.monotonic() + timeout
-        while True:
-            # Never blocks long: a signal that another thread received is handled only once
-            # the main thread runs Python code again.
-            left = min(deadline - time.monotonic(), _TICK_S)
-            try:
-                got, value = self.inbox.get(timeout=max(left, 0))
-            except queue.Empty:
-                if left < _TICK_S:
+        # Never blocks long: a signal that another thread received is handled only once the
+        # main thread runs Python code again.
+        while (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(queue.Empty):
+                got, value = self.inbox.get(timeout=min(left, _TICK_S))
+                if got == kind:
+                    return value
+                if got == "signal" and self.signum is None:
+                    self.signum = value
                     return None
-                continue
-            if got == kind:
-                return value
-            if got == "signal" and self.signum is None:
-                self.signum = value
-                return None
+        return None
 
-    def execute(self, command: list[str], env: dict[str, str]) -> int:
-        """Submits the job, streams its output, stops it on a signal; returns the exit code."""
+    def execute(self, store: RunStore | None, command: list[str], env: dict[str, str]) -> int:
+        """Submits the job, streams its output (recording it in ``store`` if given), stops it
+        on a signal; returns the exit code."""
         # SimpleQueue.put is reentrant: safe in a signal handler.
         previous = {
             signum: signal.signal(signum, lambda n, _: self.inbox.put(("signal", n)))
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         }
         try:
-            return self._execute(command, env)
+            self.start("submitted", lambda: self.client.submit(self.request))
+            submitted = self.wait("submitted") or self.wait("submitted", _SUBMIT_GRACE_S)
+            if submitted is None:
+                _say(f"fray: {self._signal()}: stopped while submitting {self.request.name}")
+                return 128 + (self.signum or 0)
+            handle = submitted.result()
+            run = Run(store, handle.job_id) if store else None
+            if run:
+                run.start(handle, self.mask, **self._what_ran(command, env))
+            return self._follow(handle, run)
         finally:
             for signum, old in previous.items():
                 signal.signal(signum, old)
 
-    def _execute(self, command: list[str], env: dict[str, str]) -> int:
-        self.start("submitted", lambda: self.client.submit(self.request))
-        submitted = self.wait("submitted") or self.wait("submitted", _SUBMIT_GRACE_S)
-        if submitted is None:
-            _say(f"fray: {self._signal()}: stopped while submitting {self.request.name}")
-            return 128 + (self.signum or 0)
-        handle = submitted.result()
-        log = self._record(handle, command, env) if self.store is not None else None
+    def _follow(self, handle: Any, run: Run | None) -> int:
         tty = sys.stderr.isatty()
         if tty:
             _say(f"fray: job {handle.job_id} started; Ctrl-C stops it")
-        self.start("finished", lambda: self._pump(handle, log))
-        finished, every = None, _RECORD_EVERY_S if log is not None else None
+        self.start("finished", lambda: self._pump(handle, run))
+        finished, every = None, _RECORD_EVERY_S if run else None
         while self.signum is None and (finished := self.wait("finished", every)) is None:
-            self._update(handle)
+            if run:  # (a remote backend is asked nothing: it may hang)
+                run.update()
         if finished is not None:
             finished.result()  # a backend error, if waiting raised one
         else:
-            if tty:
-                _say(f"fray: {self._signal()}: stopping job {handle.job_id}...")
             self.start("stopped", lambda: handle.status().is_finished or handle.terminate())
-            stopped = self.wait("stopped", None if log is not None else _STOP_BUDGET_S)
-            if stopped is None:
+            if self.wait("stopped", None if run else _STOP_BUDGET_S) is None:
                 _say(
                     f"fray: {self._signal()}: asked job {handle.job_id} to stop; its backend did "
                     f"not confirm within {_STOP_BUDGET_S:g} s"
                 )
                 return 128 + (self.signum or 0)
-            stopped.result()
             self.wait("finished", _LOG_DRAIN_S)  # the last lines
         info = handle.info()
         signum = self.signum if info.status is JobStatus.STOPPED else None
-        self._update(handle, stop_signal=signum and self._signal())
+        if run:
+            run.update(stop_signal=signum and self._signal())
         if info.status is JobStatus.SUCCEEDED:
             if tty:
-                took = info.started_at and info.finished_at and info.finished_at - info.started_at
-                _say(f"fray: job {handle.job_id} succeeded in {format_duration(took)}")
+                _say(f"fray: job {handle.job_id} succeeded")
             return 0
         error = self.mask(info.error or "no error text")
         stopped = info.status is JobStatus.STOPPED
@@ -267,21 +237,13 @@ class _Run:
             return 128 + signum
         return min(code, 255) if code > 0 else (128 - code if code < 0 else 1)
 
-    def _signal(self) -> str:
-        return signal.Signals(self.signum or 0).name
-
-    def _record(
-        self, handle: Any, command: list[str], env: dict[str, str]
-    ) -> Callable[[str], object]:
-        """Records the run: what ran, where, the job's facts; returns the log's writer."""
-        assert self.store is not None
-        resources = self.request.resources
-        device = resources.device
+    def _what_ran(self, command: list[str], env: dict[str, str]) -> dict[str, Any]:
+        resources, device = self.request.resources, self.request.resources.device
         if device.kind == "tpu":
             text = f"tpu {device.variant} x{resources.slice_count} slice(s)"
         else:
             text = f"gpu {device.variant} x{device.count}" if device.kind == "gpu" else "cpu"
-        self.record = {
+        return {
             "command": [self.mask(part) for part in command],
             "cwd": os.getcwd(),
             "env": redact(env),
@@ -290,30 +252,17 @@ class _Run:
                 "device": text,
                 "replicas": self.request.replica_count,
             },
-            "runner": runner(),
         }
-        self._update(handle)
-        return self.store.open_log(handle.job_id)
 
-    def _update(self, handle: Any, **extra: Any) -> None:
-        """Writes a local run's record when the job's facts have changed."""
-        if self.store is None:
-            return  # (and asks a remote backend nothing: it may hang)
-        facts = {**handle.info().model_dump(mode="json"), **extra}
-        facts["error"] = facts["error"] and self.mask(facts["error"])
-        with self.lock:
-            if any(self.record.get(k) != v for k, v in facts.items()):
-                self.record.update(facts)
-                self.store.save(self.record)
+    def _signal(self) -> str:
+        return signal.Signals(self.signum or 0).name
 
-    def _pump(self, handle: Any, log: Callable[[str], object] | None) -> JobStatus:
-        """Copies the job's lines, masked, to the log and to stdout, until the job ends."""
-        for n, line in enumerate(handle.logs(follow=True)):
+    def _pump(self, handle: Any, run: Run | None) -> JobStatus:
+        """Copies the job's lines, masked, to stdout and the run's log, until the job ends."""
+        for line in handle.logs(follow=True):
             text = self.mask(line)
-            if log is not None:
-                if n == 0:  # whoever sees this line may ask `fray jobs`: it says running
-                    self._update(handle)
-                log(text)
+            if run:
+                run.line(text)
             try:
                 print(text, flush=True)
             except (OSError, ValueError):  # the reader went away: the job runs on, unheard

@@ -6,24 +6,19 @@ import argparse
 from typing import Any
 
 from fray.cli._common import add_command, print_json, print_pairs, print_table
-from fray.topology import (
-    TPU_TOPOLOGIES,
-    TpuTopology,
-    UnknownTpuTypeError,
-    get_tpu_topology,
-    tpu_generations,
-)
+from fray.topology import TPU_TOPOLOGIES, TpuTopology, UnknownTpuTypeError, get_tpu_topology
+from fray.topology import tpu_generations as generations
 
 __all__ = ["add_parser", "tpu_type"]
 
 
 def add_parser(sub: Any) -> None:
     """Adds ``fray tpu`` and its subcommands."""
-    tpu = add_command(sub, "tpu", None, help="TPU slice types: sizes, VMs, memory, env")
-    inner = tpu.add_subparsers(metavar="COMMAND")
+    inner = add_command(sub, "tpu", None, help="TPU slice types: sizes, VMs, memory, env")
+    inner = inner.add_subparsers(metavar="COMMAND")
     p = add_command(inner, "list", cmd_list, help="list every known TPU slice type")
-    generations = ", ".join(tpu_generations())
-    p.add_argument("--generation", type=_generation, metavar="GEN", help=f"one of {generations}")
+    known = ", ".join(generations())
+    p.add_argument("--generation", type=_generation, metavar="GEN", help=f"one of {known}")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = add_command(inner, "show", cmd_show, help="details of one TPU slice type")
     p.add_argument("tpu_type", type=tpu_type, metavar="TYPE", help="e.g. v5p-64 or v5e-16")
@@ -31,7 +26,7 @@ def add_parser(sub: Any) -> None:
 
 
 def tpu_type(text: str) -> TpuTopology:
-    """A flag type: a known TPU slice type (aliases accepted), or the closest names."""
+    """A flag type: a known TPU slice type (aliases accepted); else the closest names."""
     try:
         return get_tpu_topology(text)
     except UnknownTpuTypeError as err:
@@ -42,12 +37,10 @@ def tpu_type(text: str) -> TpuTopology:
 
 
 def _generation(text: str) -> str:
-    wanted = text.strip().lower()
-    wanted = {"v5e": "v5litepod"}.get(wanted, wanted)
-    if wanted not in tpu_generations():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a TPU generation; use one of {', '.join(tpu_generations())} (or v5e)"
-        )
+    wanted = {"v5e": "v5litepod"}.get(text.strip().lower(), text.strip().lower())
+    if wanted not in generations():
+        known = ", ".join(generations())
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TPU generation; use {known} (or v5e)")
     return wanted
 
 
@@ -72,7 +65,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     columns = ("name", "generation", "chips", "hosts", "vms", "chips_per_vm", "hbm_total_gib")
-    headers = ["TYPE", "GENERATION", "CHIPS", "HOSTS", "VMS", "CHIPS/VM", "HBM GiB"]
+    headers = ("TYPE", "GENERATION", "CHIPS", "HOSTS", "VMS", "CHIPS/VM", "HBM GiB")
     print_table(headers, [[row[c] for c in columns] for row in rows])
     return 0
 
