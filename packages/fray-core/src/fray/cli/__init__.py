@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from fray.cli._common import DEBUG, CliError, silence_stdout
-from fray.environment_variables import FRAY_CLIENT_SPEC
-from fray.errors import BackendUnavailableError, FrayError, JobNotFoundError
+from fray.errors import FrayError, JobNotFoundError
 
 __all__ = ["build_parser", "main"]
 
@@ -33,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fray`` command."""
     from fray import __version__
-    from fray.cli import _doctor, _jobs, _migrate, _run, _tpu
+    from fray.cli import _info, _jobs, _run
 
     parser = _Parser(
         prog="fray",
@@ -43,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fray {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND")
-    for module in (_run, _jobs, _tpu, _doctor, _migrate):
+    for module in (_run, _jobs, _info):
         module.add_parser(sub)
     parser.set_defaults(prog="fray", handler=None, usage=parser)
     return parser
@@ -56,13 +55,7 @@ def _as_cli_error(err: Exception) -> CliError:
     if not isinstance(err, FrayError):
         hint = "rerun with --debug for the traceback, and report it if it is a bug in fray"
         return CliError(f"unexpected {type(err).__name__}: {err}", hint=hint)
-    hint = None
-    if isinstance(err, JobNotFoundError):
-        hint = "'fray jobs list' shows the known jobs"
-    elif isinstance(err, BackendUnavailableError):
-        hint = "'fray doctor' lists the installed backends"
-    elif FRAY_CLIENT_SPEC in (getattr(err, "field", None) or ""):
-        hint = f"check {FRAY_CLIENT_SPEC}; 'fray doctor' shows what is configured"
+    hint = "'fray jobs list' shows the known jobs" if isinstance(err, JobNotFoundError) else None
     return CliError((str(err).splitlines() or [type(err).__name__])[0], hint=hint)
 
 

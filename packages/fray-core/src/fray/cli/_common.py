@@ -9,11 +9,12 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 # The one place that names how fray chooses and builds clients (these may move).
 from fray import client_from_spec, current_client, parse_client_spec
+from fray._types import is_secret_name
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import InvalidRequestError
 
@@ -24,8 +25,7 @@ class CliError(Exception):
 
     def __init__(self, message: str, *, hint: str | None = None, code: int = 1) -> None:
         super().__init__(message)
-        self.hint = hint
-        self.code = code
+        self.hint, self.code = hint, code
 
 
 def usage(argument: str, message: str) -> CliError:
@@ -34,7 +34,9 @@ def usage(argument: str, message: str) -> CliError:
 
 
 DEBUG = argparse.ArgumentParser(add_help=False)
-DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="tracebacks")
+DEBUG.add_argument(
+    "--debug", action="store_true", default=argparse.SUPPRESS, help="tracebacks, logs"
+)
 _SPEC = argparse.ArgumentParser(add_help=False)
 _SPEC.add_argument("--spec", help="backend: local, ray, ray://host:port, iris://host:port, ...")
 
@@ -83,26 +85,24 @@ def spec_scheme(spec: str) -> str:
     return parse_client_spec(spec).scheme
 
 
-def open_client(explicit: str | None, *, runs: bool = False) -> Any:
-    """The client ``--spec`` (or the environment) names. Locally, with ``runs``, the runs
-    recorded in the state directory; else a LocalClient that leaves the output to ``fray run``.
+def open_client(
+    explicit: str | None, local: Callable[[int | None, str | None], Any] | None = None
+) -> Any:
+    """The client ``--spec`` (or the environment) names; ``local(threads, target)``, if given,
+    makes the local one.
 
     Raises:
         CliError: ``--spec`` is not valid (exit 2, naming the flag, not ``FRAY_CLIENT_SPEC``).
     """
-    from fray import LocalClient
-    from fray.cli._runs import RunStore
-
     spec, _ = choose_spec(explicit)
     if spec is None:
         return current_client()
     try:
         parsed = parse_client_spec(spec)
-        if parsed.scheme != "local":
+        if parsed.scheme != "local" or local is None:
             return client_from_spec(parsed)
         parsed.reject_unknown({"threads", "target"}, address=False)
-        threads, target = parsed.param_int("threads"), parsed.params.get("target")
-        return RunStore() if runs else LocalClient(threads, echo_logs=False, target=target)
+        return local(parsed.param_int("threads"), parsed.params.get("target"))
     except InvalidRequestError as err:
         field = err.field or ""
         if explicit is None or not field.startswith(FRAY_CLIENT_SPEC):
@@ -113,6 +113,32 @@ def open_client(explicit: str | None, *, runs: bool = False) -> Any:
             hint="'fray doctor' lists the installed backends",
             code=2,
         ) from None
+
+
+def quiet_local_client(threads: int | None, target: str | None) -> Any:
+    """A LocalClient that leaves the job's output to its caller (``fray run``)."""
+    from fray import LocalClient
+
+    return LocalClient(threads, echo_logs=False, target=target)
+
+
+def redact(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the values of secret-looking names replaced by ``***``."""
+    return {name: "***" if is_secret_name(name) else value for name, value in env.items()}
+
+
+def masker(envs: Iterable[Mapping[str, str]]) -> Callable[[str], str]:
+    """A function that masks, in a text, the values of the secret-looking env vars of ``envs``
+    (those of four characters or more: masking ``1`` everywhere would protect nothing)."""
+    secrets = {v for env in envs for k, v in env.items() if is_secret_name(k) and len(v) >= 4}
+    ordered = sorted(secrets, key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for value in ordered:
+            text = text.replace(value, "***")
+        return text
+
+    return mask
 
 
 def silence_stdout() -> None:
@@ -146,10 +172,7 @@ def format_time(stamp: float | None) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
-    """``3.2s``, ``4m05s`` or ``2h03m``; ``-`` when unknown."""
+    """``3.2s`` or ``1:02:05``; ``-`` when unknown."""
     if seconds is None or seconds < 0:
         return "-"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes == 0:
-        return f"{seconds:.1f}s"
-    return f"{minutes}m{secs:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+    return f"{seconds:.1f}s" if seconds < 60 else str(datetime.timedelta(seconds=round(seconds)))

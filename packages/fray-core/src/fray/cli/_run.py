@@ -17,9 +17,18 @@ from concurrent.futures import Future
 from typing import Any
 
 from fray import Entrypoint, EnvironmentConfig, JobRequest, JobStatus, ResourceConfig
-from fray.cli._common import add_command, number, open_client, silence_stdout, usage
-from fray.cli._runs import Run, RunStore, masker, redact
-from fray.cli._tpu import tpu_type
+from fray.cli._common import (
+    add_command,
+    masker,
+    number,
+    open_client,
+    quiet_local_client,
+    redact,
+    silence_stdout,
+    usage,
+)
+from fray.cli._info import tpu_type
+from fray.cli._jobs import Run, RunStore
 from fray.errors import InvalidRequestError
 
 __all__ = ["add_parser"]
@@ -37,15 +46,8 @@ _TICK_S = 0.05
 
 def add_parser(sub: Any) -> None:
     """Adds ``fray run``."""
-    p = add_command(
-        sub,
-        "run",
-        run_command,
-        spec=True,
-        help="run a command as a job, stream its output and exit with its exit code",
-        description="Ctrl-C stops the job (exit 130). Local runs are recorded for 'fray jobs'.",
-        epilog="example: fray run --tpu v5p-64 --env WANDB_MODE=offline -- python train.py",
-    )
+    what = "run a command as a job, stream its output and exit with its exit code"
+    p = add_command(sub, "run", run_command, spec=True, help=what)
     p.add_argument("--name", help="job name (default: from the command)")
     p.add_argument("--cpu", type=float, help="CPU cores per replica, e.g. 4 or 0.5")
     p.add_argument("--ram", help="memory per replica, e.g. 16g or 512Mi")
@@ -90,8 +92,6 @@ def build_request(args: argparse.Namespace, command: list[str], env: dict[str, s
         raise usage("--gpu", "cannot be combined with --tpu; a job asks for one device kind")
     if args.slices and not args.tpu:
         raise usage("--slices", "only applies together with --tpu TYPE")
-    if len(env) < len(args.env):
-        raise usage("--env", "a name is given twice")
     given = {k: v for k, v in vars(args).items() if v is not None}
     sizes = {k: given[k] for k in ("cpu", "ram", "disk") if k in given}
     try:
@@ -123,7 +123,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise usage("CMD", "give the command to run after --, e.g. fray run -- python train.py")
     env = dict(args.env)
     request = build_request(args, command, env)
-    client = open_client(args.spec)
+    client = open_client(args.spec, quiet_local_client)
     local = getattr(client, "scheme", None) == "local"
     run = _Run(client, request, masker([env, os.environ]))
     try:
@@ -134,10 +134,6 @@ def run_command(args: argparse.Namespace) -> int:
         else:  # stopped: a remote backend may be unreachable by now
             run.start("closed", client.shutdown)
             run.wait("closed", _CLOSE_S)
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 class _Run:
@@ -166,8 +162,7 @@ class _Run:
         """The outcome of ``kind``; ``None`` once ``timeout`` has passed or at the first
         signal (later ones are ignored: the run is stopping already)."""
         deadline = math.inf if timeout is None else time.monotonic() + timeout
-        # Never blocks long: a signal that another thread received is handled only once the
-        # main thread runs Python code again.
+        # Never blocks long: a signal is handled only once the main thread runs Python code.
         while (left := deadline - time.monotonic()) > 0:
             with contextlib.suppress(queue.Empty):
                 got, value = self.inbox.get(timeout=min(left, _TICK_S))
@@ -190,7 +185,7 @@ class _Run:
             self.start("submitted", lambda: self.client.submit(self.request))
             submitted = self.wait("submitted") or self.wait("submitted", _SUBMIT_GRACE_S)
             if submitted is None:
-                _say(f"fray: {self._signal()}: stopped while submitting {self.request.name}")
+                print(f"fray: {self._signal()}: stopped while submitting", file=sys.stderr)
                 return 128 + (self.signum or 0)
             handle = submitted.result()
             run = Run(store, handle.job_id) if store else None
@@ -202,9 +197,8 @@ class _Run:
                 signal.signal(signum, old)
 
     def _follow(self, handle: Any, run: Run | None) -> int:
-        tty = sys.stderr.isatty()
-        if tty:
-            _say(f"fray: job {handle.job_id} started; Ctrl-C stops it")
+        if sys.stderr.isatty():
+            print(f"fray: job {handle.job_id} started; Ctrl-C stops it", file=sys.stderr)
         self.start("finished", lambda: self._pump(handle, run))
         finished, every = None, _RECORD_EVERY_S if run else None
         while self.signum is None and (finished := self.wait("finished", every)) is None:
@@ -215,10 +209,8 @@ class _Run:
         else:
             self.start("stopped", lambda: handle.status().is_finished or handle.terminate())
             if self.wait("stopped", None if run else _STOP_BUDGET_S) is None:
-                _say(
-                    f"fray: {self._signal()}: asked job {handle.job_id} to stop; its backend did "
-                    f"not confirm within {_STOP_BUDGET_S:g} s"
-                )
+                why = f"the backend did not confirm the stop of job {handle.job_id} in time"
+                print(f"fray: {self._signal()}: {why}", file=sys.stderr)
                 return 128 + (self.signum or 0)
             self.wait("finished", _LOG_DRAIN_S)  # the last lines
         info = handle.info()
@@ -226,12 +218,11 @@ class _Run:
         if run:
             run.update(stop_signal=signum and self._signal())
         if info.status is JobStatus.SUCCEEDED:
-            if tty:
-                _say(f"fray: job {handle.job_id} succeeded")
             return 0
         error = self.mask(info.error or "no error text")
         stopped = info.status is JobStatus.STOPPED
-        _say(f"fray: job {handle.job_id} " + ("stopped" if stopped else f"failed: {error}"))
+        outcome = "stopped" if stopped else f"failed: {error}"
+        print(f"fray: job {handle.job_id} {outcome}", file=sys.stderr)
         code = info.exit_code or 0
         if signum:
             return 128 + signum
