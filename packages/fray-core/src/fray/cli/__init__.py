@@ -21,8 +21,7 @@ __all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """Its errors are one line and a hint, like every other error of ``fray`` (argparse
-    prints the whole usage). Subcommands' parsers are of this class too."""
+    """Reports a bad argument in one line and a hint, as ``fray`` reports every error."""
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message}\nhint: see '{self.prog} --help'\n")

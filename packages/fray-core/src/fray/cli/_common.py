@@ -34,9 +34,7 @@ def usage(argument: str, message: str) -> CliError:
 
 
 DEBUG = argparse.ArgumentParser(add_help=False)
-DEBUG.add_argument(
-    "--debug", action="store_true", default=argparse.SUPPRESS, help="tracebacks, logs"
-)
+DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="tracebacks")
 _SPEC = argparse.ArgumentParser(add_help=False)
 _SPEC.add_argument("--spec", help="backend: local, ray, ray://host:port, iris://host:port, ...")
 

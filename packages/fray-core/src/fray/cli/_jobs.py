@@ -58,10 +58,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--children", action="store_true", help="interleave child jobs' lines")
     p = add_command(inner, "stop", cmd_stop, True, help="stop a running job")
     p.add_argument("job_id", metavar="ID")
-    p.add_argument("--timeout", type=number(float, 0), default=60.0, metavar="S", help="at most")
+    seconds = number(float, 0)
+    p.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS", help="default 60")
     p = add_command(inner, "wait", cmd_wait, True, help="wait for jobs (exit 0: all succeeded)")
     p.add_argument("job_ids", metavar="ID", nargs="+")
-    p.add_argument("--timeout", type=number(float, 0), metavar="S", help="exit 124 after S s")
+    p.add_argument("--timeout", type=seconds, metavar="SECONDS", help="then exit 124")
 
 
 def _facts(info: Any) -> dict[str, Any]:
@@ -82,6 +83,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif not rows:
         print(f"fray: no runs recorded in {where}" if where else "fray: no jobs", file=sys.stderr)
     else:
+        width = 7 if where else 6  # local runs show their command
         headers = ["JOB ID", "NAME", "STATUS", "EXIT", "STARTED", "DURATION", "COMMAND"]
         table = [
             [
@@ -92,7 +94,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             ]
             for row in rows
         ]
-        print_table(headers, table)
+        print_table(headers[:width], [row[:width] for row in table])
     return 0
 
 

@@ -197,6 +197,7 @@ class _Run:
                 signal.signal(signum, old)
 
     def _follow(self, handle: Any, run: Run | None) -> int:
+        """Streams the job's output until it ends, or stops it at a signal; the exit code."""
         if sys.stderr.isatty():
             print(f"fray: job {handle.job_id} started; Ctrl-C stops it", file=sys.stderr)
         self.start("finished", lambda: self._pump(handle, run))
