@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-# The one place that names how fray chooses and builds clients (these may move).
-from fray import client_from_spec, current_client, parse_client_spec
+from fray import current_client
 from fray._types import is_secret_name
+from fray.backend import client_from_spec, parse_client_spec  # imported here only
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import InvalidRequestError
 
@@ -96,21 +96,18 @@ def open_client(
     if spec is None:
         return current_client()
     try:
-        parsed = parse_client_spec(spec)
+        parsed = parse_client_spec(spec, "--spec" if explicit is not None else FRAY_CLIENT_SPEC)
         if parsed.scheme != "local" or local is None:
             return client_from_spec(parsed)
         parsed.reject_unknown({"threads", "target"}, address=False)
         return local(parsed.param_int("threads"), parsed.params.get("target"))
     except InvalidRequestError as err:
         field = err.field or ""
-        if explicit is None or not field.startswith(FRAY_CLIENT_SPEC):
+        if not field.startswith("--spec"):
             raise
-        key = field.removeprefix(FRAY_CLIENT_SPEC).lstrip(".")  # a parameter, if one is bad
-        raise CliError(
-            f"--spec: {spec!r} is not valid; {key + ': ' if key else ''}{err.allowed}",
-            hint="'fray doctor' lists the installed backends",
-            code=2,
-        ) from None
+        key = field.removeprefix("--spec").lstrip(".")  # a parameter, if one is bad
+        message = f"--spec: {spec!r} is not valid; {key + ': ' if key else ''}{err.allowed}"
+        raise CliError(message, hint="'fray doctor' lists the installed backends", code=2) from None
 
 
 def quiet_local_client(threads: int | None, target: str | None) -> Any:
