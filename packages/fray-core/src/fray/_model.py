@@ -18,6 +18,7 @@ from pydantic import (
     ValidationError,
 )
 
+from fray._secrets import REDACTED, is_secret_name, redact_env, redacted
 from fray.errors import InvalidRequestError
 
 __all__ = [
@@ -84,27 +85,6 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
     for extra_field, extra_value, extra_allowed in problems[1:]:
         message += f"\n{extra_field}: {extra_value!r} is not valid; {extra_allowed}"
     return InvalidRequestError(message, field=field, value=value, allowed=allowed)
-
-
-def redacted(value: Any) -> Any:
-    """``value`` as an error message may show it: what is named like a secret keeps its name
-    and loses its value, at any depth and in every shape a wrong ``env_vars`` takes (a
-    mapping, ``(name, value)`` pairs, ``"NAME=value"`` text)."""
-    if isinstance(value, Mapping):
-        return {
-            redacted(key): REDACTED if isinstance(key, str) and is_secret_name(key) else redacted(v)
-            for key, v in cast(Mapping[Any, Any], value).items()
-        }
-    if isinstance(value, list | tuple | set | frozenset):
-        items = [redacted(item) for item in cast(Iterable[Any], value)]
-        if any(isinstance(item, str) and is_secret_name(item) for item in items):
-            items = [i if isinstance(i, str) and is_secret_name(i) else REDACTED for i in items]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, str):
-        for match in _ASSIGNMENT_RE.finditer(value):
-            if is_secret_name(match[1]) and not value.startswith(REDACTED, match.end()):
-                return value[: match.end()] + REDACTED
-    return value
 
 
 def _dataclass_fields(cls: type[BaseModel]) -> dict[str, dataclasses.Field[Any]]:
@@ -331,21 +311,3 @@ def memory_field(value: Any) -> str:
     except InvalidRequestError as err:
         raise ValueError(err.allowed) from None
     return str(value) if isinstance(value, int) else value.strip()
-
-
-# ---------------------------------------------------------------------------------------------
-# Secrets
-
-_SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
-REDACTED = "***"
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an env var name looks like it holds a secret (its value is then redacted)."""
-    return bool(_SECRET_RE.search(name))
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Returns a copy of ``env`` with the values of secret-looking names replaced by ``***``."""
-    return {k: (REDACTED if is_secret_name(k) else v) for k, v in env.items()}

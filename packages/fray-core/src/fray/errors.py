@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fray._secrets import redacted
+
 __all__ = [
     "ActorDiedError",
     "ActorError",
@@ -64,8 +66,6 @@ class InvalidRequestError(FrayError, ValueError):
     def for_field(cls, field: str, value: Any, allowed: str) -> InvalidRequestError:
         """Builds the standard message: the field, the bad value (what is named like a secret
         keeps its name and loses its value) and what is allowed."""
-        from fray._model import redacted  # only on this error path: keeps `import fray` light
-
         value = redacted(value)
         return cls(
             f"{field}: {value!r} is not valid; {allowed}", field=field, value=value, allowed=allowed

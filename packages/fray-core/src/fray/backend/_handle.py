@@ -108,16 +108,16 @@ class BaseJobHandle:
         job = self._job
         client = job.client
         client._refresh(job)  # pyright: ignore[reportPrivateUsage]
-        lines = client._lines(job, include_children, tail)  # pyright: ignore[reportPrivateUsage]
         if not follow:
-            return tuple(lines)
-        return self._follow(lines, include_children)
+            return tuple(client._lines(job, include_children, tail))  # pyright: ignore[reportPrivateUsage]
+        return self._follow(tail, include_children)
 
-    def _follow(self, first: list[str], include_children: bool) -> Iterator[str]:
+    def _follow(self, tail: int | None, include_children: bool) -> Iterator[str]:
         job = self._job
         client = job.client
-        yield from first
-        seen = len(client._lines(job, include_children, None))  # pyright: ignore[reportPrivateUsage]
+        lines = client._lines(job, include_children, None)  # pyright: ignore[reportPrivateUsage]
+        yield from lines if tail is None else lines[len(lines) - tail :]
+        seen = len(lines)
         while True:
             own = len(job.log)
             step = client._refresh(job)  # pyright: ignore[reportPrivateUsage]

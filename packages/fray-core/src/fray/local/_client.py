@@ -253,8 +253,8 @@ class LocalClient(BaseClient):
         os.makedirs(folder, mode=0o700, exist_ok=True)
         return folder
 
-    def _after_end(self, job: JobRecord) -> None:
-        super()._after_end(job)
+    def _job_ended(self, job: JobRecord) -> None:
+        super()._job_ended(job)  # its files go before anyone waiting sees it ended
         workdir = job.data.workdir if isinstance(job.data, LocalData) else None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
