@@ -1,55 +1,175 @@
 # pyright: standard
-"""IrisClient: Fray jobs and actors on an Iris cluster, through the marin-iris client."""
+"""IrisClient: Fray jobs and actors on an Iris cluster, on the engine's hooks.
+
+Iris runs a job's attempts and both retry budgets itself, so a job is submitted whole
+(:meth:`IrisClient._launch`) and its record follows what Iris reports: placing until a task
+runs, running, then the final status Iris decided (``JobRecord.end``), with Iris's counts of
+attempts, failures and preemptions. Nobody need ask for a job to end: one thread per client
+asks the controller about all its unfinished jobs in one call (``fray.wait_all`` over a
+thousand jobs is one call a round), which runs their done-callbacks.
+"""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
 import os
-import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from iris.client import IrisClient as RawIrisClient
+from iris.client.client import get_iris_ctx
 from iris.cluster.client import resolve_job_user
-from iris.cluster.types import Entrypoint as IrisEntrypoint
-from iris.cluster.types import JobName, is_job_finished
-from iris.rpc import job_pb2
+from iris.cluster.client.job_info import get_job_info
+from iris.cluster.types import JobName
+from iris.rpc import controller_pb2, job_pb2
+from iris.rpc.controller_connect import ControllerServiceClientSync
 
-from fray import ActorConfig, JobInfo, JobRequest, ResourceConfig
+from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, current_job_id
 from fray.backend import (
     BaseClient,
+    BaseJobHandle,
     ClientSpec,
     HostedActorHandle,
-    JobHistory,
-    check_request,
-    forget_default_client,
-    validate_actor_args,
+    JobRecord,
+    Outcome,
+    Phase,
 )
 from fray.environment_variables import FRAY_CLIENT_SPEC
-from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
-from fray_iris import _iris
+from fray.errors import (
+    FrayError,
+    InvalidRequestError,
+    JobAlreadyExistsError,
+    JobFailedError,
+    JobNotFoundError,
+)
 from fray_iris._actors import IrisActorGroup, actor_job
 from fray_iris._convert import (
     IRIS,
+    job_status,
+    line,
     ship_code_by_value,
     to_iris_entrypoint,
     to_iris_request,
     translate_errors,
+    unreachable_reason,
 )
-from fray_iris._iris import RawIrisClient, get_iris_ctx
-from fray_iris._jobs import IrisJob, IrisJobHandle, listed_job_info
 from fray_iris._results import ResultStore, default_local_results_url
-from fray_iris._session import Session, normalize_address
-from fray_iris._task import fray_job_id, is_loopback, serving_hosts
+from fray_iris._task import is_loopback, serving_hosts
+from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
-__all__ = ["IrisClient"]
+__all__ = ["IrisClient", "IrisJobHandle"]
 
-T = TypeVar("T")
 logger = logging.getLogger("fray.iris")
+
+POLL_FIRST_S = 0.02  # the first pause after a job's state changed
+POLL_MAX_S = 1.0
+PENDING_REASON_EVERY_S = 1.0
+STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
+LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the last lines
+_PROBE_TIMEOUT_MS = 5_000
+_IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
+_NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
+
+
+def normalize_address(address: str) -> str:
+    """``host:port`` as ``http://host:port``; a URL as it is."""
+    return address if "://" in address else f"http://{address}"
+
+
+def probe(address: str) -> None:
+    """Asks the controller one question with a 5 s deadline and no retries (Iris retries
+    a controller that is down for up to 30 minutes).
+
+    Raises:
+        FrayError: ``cannot reach the Iris controller at ...: <why>``: refused, a name that
+            does not resolve, or no answer within 5 s. Any answer, an error too, will do.
+    """
+    stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
+    try:
+        stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
+    except ConnectError as err:
+        if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
+            why = unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
+            raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
+    finally:
+        stub.close()
+
+
+class LineMerge:
+    """The lines of a job seen so far, in the order first seen: each fetch returns every
+    line so far, and a line is new only where its key occurs more often than before, so a
+    follow never repeats a line, and a child's line that arrives late is added, not lost."""
+
+    __slots__ = ("lines", "seen")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.seen: collections.Counter[tuple[str, str, int, str]] = collections.Counter()
+
+    def merge(self, entries: list[tuple[tuple[str, str, int, str], str]]) -> list[str]:
+        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
+        fresh: collections.Counter[tuple[str, str, int, str]] = collections.Counter()
+        for key, text in entries:
+            fresh[key] += 1
+            if fresh[key] > self.seen[key]:
+                self.seen[key] += 1
+                self.lines.append(text)
+        return self.lines
+
+
+class Tracked:
+    """What a record of an Iris job keeps (``JobRecord.data``)."""
+
+    __slots__ = ("changed_at", "detailed", "merges", "pending_at", "pending_reason", "wire")
+
+    def __init__(self, wire: JobName) -> None:
+        self.wire = wire
+        self.changed_at = time.monotonic()
+        self.pending_reason: str | None = None
+        self.pending_at = 0.0
+        self.detailed = False
+        self.merges: dict[bool, LineMerge] = {}
+
+
+class IrisJobHandle(BaseJobHandle):
+    """Handle to an Iris job; see ``fray.JobHandle``."""
+
+    __slots__ = ()
+
+    @property
+    def iris_job_id(self) -> str:
+        """The Iris job id (wire form, ``/<user>/<name>...``)."""
+        return self._job.data.wire.to_wire()
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        raise_on_failure: bool = True,
+        stream_logs: bool = False,
+    ) -> JobStatus:
+        """Blocks until the job is finished; see ``fray.JobHandle.wait``. With
+        ``stream_logs``, the job's lines (its children's too) are printed as they come."""
+        if stream_logs:
+            lines = self.logs(follow=True, include_children=True)
+            thread = threading.Thread(target=_print_all, args=(lines,), daemon=True)
+            thread.start()
+        return super().wait(timeout, raise_on_failure=raise_on_failure)
+
+
+def _print_all(lines: Iterator[str]) -> None:
+    with contextlib.suppress(FrayError):
+        for text in lines:
+            print(text, flush=True)
 
 
 class IrisClient(BaseClient):
@@ -65,6 +185,7 @@ class IrisClient(BaseClient):
             this machine, a private folder under the system temp dir.
         iris_client: An existing ``iris.client.IrisClient`` to wrap (not shut down by
             :meth:`shutdown`).
+        bundle_id: An uploaded workspace bundle to run jobs from.
 
     Raises:
         FrayError: ``cannot reach the Iris controller at ...``: the controller refused the
@@ -73,6 +194,7 @@ class IrisClient(BaseClient):
 
     scheme = "iris"
     capabilities = IRIS
+    handle_type = IrisJobHandle
 
     def __init__(
         self,
@@ -81,34 +203,33 @@ class IrisClient(BaseClient):
         workspace: str | Path | None = None,
         results_url: str | None = None,
         iris_client: RawIrisClient | None = None,
+        bundle_id: str | None = None,
     ) -> None:
+        super().__init__()
         ctx = get_iris_ctx()
         ws = Path(workspace) if workspace is not None else None
         if ws is not None and not ws.is_dir():
             raise InvalidRequestError.for_field(
                 "IrisClient.workspace", str(workspace), "must be an existing folder"
             )
-        reopen: Callable[[], RawIrisClient] | None = None
+        self._reopen: Callable[[], RawIrisClient] | None = None
+        controller = None
         if iris_client is not None:
-            raw, owned = iris_client, False
-            # Read lazily-tolerant: a wrapped client is not asked anything until it is used.
-            cluster = getattr(iris_client, "_cluster_client", None)
-            controller = getattr(cluster, "_address", None)
+            raw = iris_client
         elif address is not None:
             if not isinstance(address, str) or not address.strip():
                 raise InvalidRequestError.for_field(
                     "IrisClient.address", address, "use host:port or http://host:port"
                 )
             controller = normalize_address(address.strip())
-            if ctx is not None and ctx.client is not None and ws is None:
-                # Inside a job: the job's own client keeps the job tree and namespace.
-                raw, owned = ctx.client, False
+            if ctx is not None and ctx.client is not None and ws is None and bundle_id is None:
+                raw = ctx.client  # inside a job: its client keeps the job tree and namespace
             else:
-                reopen = functools.partial(RawIrisClient.remote, controller, workspace=ws)
-                raw, owned = reopen(), True
-                # Iris retries a call to a controller that is down for up to 30 minutes:
-                # one quick question first turns that into one line within seconds.
-                _iris.probe(raw, controller)
+                probe(controller)
+                self._reopen = functools.partial(
+                    RawIrisClient.remote, controller, workspace=ws, bundle_id=bundle_id
+                )
+                raw = self._reopen()
         else:
             if ctx is None or ctx.client is None:
                 raise InvalidRequestError.for_field(
@@ -117,210 +238,409 @@ class IrisClient(BaseClient):
                     "outside an Iris job give the controller address "
                     f"(IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://host:port)",
                 )
-            raw, owned = ctx.client, False
-            controller = os.environ.get("IRIS_CONTROLLER_ADDRESS")
-        if ctx is not None and ctx.job_id is not None:
-            user = ctx.job_id.user
-        else:
-            user = resolve_job_user(None)
+            raw, controller = ctx.client, os.environ.get("IRIS_CONTROLLER_ADDRESS")
+        self._raw: RawIrisClient | None = raw
+        self.address = controller
+        self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
         url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
-        if url is None and is_loopback(controller):
+        if url is None and (iris_client is None and is_loopback(controller)):
             url = default_local_results_url()
-        self._session = Session(
-            raw,
-            owned=owned,
-            address=controller,
-            reopen=reopen,
-            user=user,
-            results=ResultStore(url) if url else None,
-        )
-        # The jobs this client started: every one not known to have finished, and the last
-        # finished ones (FRAY_JOB_HISTORY). Which have finished is learnt from their handles
-        # and, once enough have gathered, from one batched status call (``_sweep``).
-        self._jobs: JobHistory[IrisJobHandle] = JobHistory()
-        self._sweep_at = self.SWEEP_FROM
+        self.results = ResultStore(url) if url else None
         self._groups: list[IrisActorGroup] = []
-        self._lock = threading.Lock()
+        self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
+        self._watch_cond = threading.Condition()
+        self._watched: dict[int, JobRecord] = {}
+        self._watching = self._watch_fresh = False
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> IrisClient:
         """Builds a client from ``iris://host:port[?ws=PATH]``, or, for the spec ``iris`` that
         ``current_client()`` uses inside an Iris job, from that job's own Iris context."""
         spec.reject_unknown({"ws"}, address=True)
-        workspace = spec.params.get("ws") or None
-        return cls(spec.address, workspace=workspace)
+        return cls(spec.address, workspace=spec.params.get("ws") or None)
 
     @property
     def results_url(self) -> str | None:
         """Where return values are stored, or ``None`` if no location is configured."""
-        store = self._session.results
-        return store.url if store is not None else None
+        return self.results.url if self.results is not None else None
 
     @property
     def iris(self) -> RawIrisClient:
-        """The wrapped ``iris.client.IrisClient``."""
-        return self._session.raw
+        """The wrapped ``iris.client.IrisClient`` (after :meth:`shutdown`, a fresh one)."""
+        raw = self._raw
+        if raw is None:
+            with self._lock:
+                if self._raw is None and self._reopen is not None:
+                    self._raw = self._reopen()
+                raw = self._raw
+            assert raw is not None
+        return raw
 
     def __repr__(self) -> str:
-        return f"IrisClient({self._session.address!r}, jobs={len(self._jobs)})"
+        return f"IrisClient({self.address!r}, jobs={len(self._jobs)})"
 
-    # -- jobs --------------------------------------------------------------------------------
-
-    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> IrisJobHandle:
-        """Starts a job on Iris.
-
-        Iris job names are unique while a job runs: with ``adopt_existing`` a running job of
-        the same name is returned; otherwise :class:`JobAlreadyExistsError` carries its
-        handle. A finished job of the same name is replaced.
-        """
-        check_request(request)
-        self._check_open()
-        converted = to_iris_request(request)
-        entry = to_iris_entrypoint(request, self.results_url)
-        policy = (
-            job_pb2.EXISTING_JOB_POLICY_KEEP
-            if adopt_existing
-            else job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
+    def _translate(self, action: str, job: JobRecord | None = None) -> Any:
+        return translate_errors(
+            action, job_id=job.job_id if job is not None else None, address=self.address
         )
-        return self._launch(request, entry, converted.kwargs(), policy)
 
-    def _launch(
-        self,
-        request: JobRequest,
-        entry: IrisEntrypoint,
-        kwargs: dict[str, Any],
-        policy: Any,
-        ports: list[str] | None = None,
-    ) -> IrisJobHandle:
-        name = request.name
-        raw = self._session.raw
+    # -- submitting --------------------------------------------------------------------------
+
+    def _prepare(self, request: JobRequest) -> Any:
+        if "/" in request.name:
+            raise InvalidRequestError.for_field(
+                "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
+            )
+        return to_iris_entrypoint(request, self.results_url), to_iris_request(request).kwargs()
+
+    def _job_id(self, name: str, parent_id: str | None) -> str:
+        return f"{parent_id}/{name}" if parent_id else name
+
+    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+        entry, kwargs = job.data
+        policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
+        if adopt_existing:
+            policy = job_pb2.EXISTING_JOB_POLICY_KEEP
+        self._submit(job, entry, kwargs, policy)
+
+    def _submit(
+        self, job: JobRecord, entry: Any, kwargs: dict[str, Any], policy: Any, ports: Any = None
+    ) -> None:
+        name = job.name
         try:
-            with translate_errors(f"submit {name}", job_id=name, address=self._session.address):
-                job = raw.submit(entry, name, ports=ports, existing_job_policy=policy, **kwargs)
-        except JobAlreadyExistsError as err:
-            raise JobAlreadyExistsError(name, self._existing(name)) from err
-        handle = IrisJobHandle(
-            IrisJob(self._session, job.job_id, request, replicas=kwargs.get("replicas"))
-        )
-        with self._lock:
-            self._jobs.add(handle.job_id, handle)
-            sweep = len(self._jobs.running) >= self._sweep_at
-            if sweep:
-                self._sweep_at = sys.maxsize  # one sweep at a time
-        if sweep:
-            self._sweep()
-        return handle
-
-    SWEEP_FROM = 1_000  # unfinished-looking jobs before the first sweep
-
-    def _sweep(self) -> None:
-        """Lets finished jobs age out of ``_jobs``: asks the cluster, in one call, which of
-        the jobs not yet known to have finished have. The next sweep comes once twice as
-        many have gathered as are left running: a cost linear in the jobs submitted."""
-        with self._lock:
-            handles = list(self._jobs.running.values())
-        states: dict[str, int] | None = None
-        try:
-            unknown = [h._wire for h in handles if not h._job.ended]
-            with translate_errors("status of this client's jobs"):
-                states = self._session.states(unknown) if unknown else {}
-        except FrayError as exc:  # looked at again at the next sweep
-            logger.debug("sweeping finished jobs failed: %s", exc)
-        finally:
+            with translate_errors(f"submit {name}", job_id=name, address=self.address):
+                submitted = self.iris.submit(
+                    entry, name, ports=ports, existing_job_policy=policy, **kwargs
+                )
+        except FrayError as err:
             with self._lock:
-                for handle in handles:
-                    state = None if states is None else states.get(handle.iris_job_id)
-                    if handle._job.ended or (state is not None and is_job_finished(state)):
-                        self._jobs.finished(handle.job_id)
-                self._sweep_at = max(2 * len(self._jobs.running), self.SWEEP_FROM)
+                if self._jobs.get(job.job_id) is job:
+                    del self._jobs[job.job_id]
+            job.end(JobStatus.FAILED, str(err))
+            if isinstance(err, JobAlreadyExistsError):
+                raise JobAlreadyExistsError(name, self._existing(job.job_id)) from err
+            raise
+        job.data = Tracked(submitted.job_id)
+        job.begin()
+        self._watch(job)
 
-    def _existing(self, name: str) -> IrisJobHandle:
-        ctx = get_iris_ctx()
-        if ctx is not None and ctx.job_id is not None:
-            wire = ctx.job_id.child(name)
+    def _existing(self, job_id: str) -> IrisJobHandle | None:
+        with contextlib.suppress(FrayError):
+            return self.get_job(job_id)
+        return None
+
+    def _placed(self, job: JobRecord) -> None:
+        """Iris enforces ``timeout`` and ``scheduling_timeout`` itself."""
+
+    # -- keeping records current -------------------------------------------------------------
+
+    def _refresh(self, job: JobRecord) -> float | None:
+        data = job.data
+        if job.is_done or not isinstance(data, Tracked):
+            return None
+        with self._translate(f"status of {job.job_id}", job):
+            state = line.states(self.iris, [data.wire]).get(data.wire.to_wire())
+        if state is None:
+            raise JobNotFoundError(job.job_id)
+        self._apply(job, state)
+        return min(POLL_FIRST_S + 0.25 * (time.monotonic() - data.changed_at), POLL_MAX_S)
+
+    def _apply(self, job: JobRecord, state: str) -> None:
+        """Moves the record on to what Iris says (``state``)."""
+        data: Tracked = job.data
+        if state in FINISHED:
+            self._finish(job)
+        elif job_status(state) is JobStatus.RUNNING:
+            if job.placed():
+                data.changed_at = time.monotonic()
+        elif time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:
+            self._pending_reason(job)
+
+    def _finish(self, job: JobRecord) -> None:
+        """Records the end Iris reports: its counts, then the final status. A job this
+        client stopped ends once every job below it has stopped too."""
+        data: Tracked = job.data
+        wire = data.wire
+        with self._translate(f"status of {job.job_id}", job):
+            view = line.status(self.iris, wire)
+            if view.state not in FINISHED:
+                return
+            if job.phase is Phase.STOPPING:
+                live = [v for v in line.jobs(self.iris, wire.to_wire() + "/")]
+                live = [v for v in live if v.state not in FINISHED]
+                for child in live:  # Iris stops them itself; make sure of it
+                    line.terminate(self.iris, JobName.from_wire(child.job_id))
+                if live:
+                    return
+        status = job_status(view.state)
+        cause, error = None, view.error or None
+        with job.lock:
+            job.replicas = view.tasks or job.replicas
+        if status is JobStatus.FAILED:
+            cause, error = self._failure(job, view)
+        started = view.started_at is not None
+        attempts = view.failures + view.preemptions + (started and status is not JobStatus.FAILED)
+        with job.lock:
+            job.failures, job.preemptions = view.failures, view.preemptions
+            job.attempts = max(attempts, int(started), job.attempts)
+            job.exit_code, job.cause = view.exit_code, cause
+            job.started_at = view.started_at or job.started_at
+        request = job.request
+        if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
+            job.settle(Outcome.unplaced(data.pending_reason or _reason(view)))
         else:
-            wire = JobName.root(self._session.user, name)
-        return IrisJobHandle(IrisJob(self._session, wire))
+            job.end(status, error)
+
+    def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
+        """The user's exception (where a task stored one) and the text to report."""
+        for record in self._stored(job):
+            if record is not None and record[0] == "error":
+                return record[1].cause, record[1].error
+        request = job.request
+        if view.state == "unschedulable":
+            reason = job.data.pending_reason or _reason(view)
+            return None, f"{view.error or 'Iris cannot place the job'}" + (
+                f"; {reason}" if reason else ""
+            )
+        if view.error == _IRIS_TIMEOUT and request is not None and request.timeout is not None:
+            exc = TimeoutError(
+                f"attempt {max(view.failures, 1)} ran longer than timeout={request.timeout:g}s"
+            )
+            return exc, f"TimeoutError: {exc}"
+        return None, view.error or f"Iris ended the job {view.state}"
+
+    def _stored(self, job: JobRecord) -> list[Any]:
+        """What each replica stored in the results store (``None`` where nothing)."""
+        store = self.results
+        if store is None:
+            return [None] * job.replicas
+        wire = job.data.wire.to_wire()
+        return [store.read(store.task_path(wire, i)) for i in range(job.replicas)]
+
+    def _pending_reason(self, job: JobRecord) -> str | None:
+        data = job.data
+        if not isinstance(data, Tracked) or job.status is not JobStatus.PENDING:
+            return None
+        if time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:
+            with self._translate(f"status of {job.job_id}", job):
+                view = line.status(self.iris, data.wire)
+            data.pending_at = time.monotonic()
+            data.pending_reason = _reason(view) or data.pending_reason
+        return data.pending_reason
+
+    def _cancel_attempt(self, job: JobRecord) -> float:
+        with self._translate(f"terminate {job.job_id}", job):
+            line.terminate(self.iris, job.data.wire)
+        self._watch(job)
+        return STOP_GRACE_S
+
+    # -- the one watching thread -------------------------------------------------------------
+
+    def _watch(self, job: JobRecord) -> None:
+        """Watches ``job`` until it has ended (and looks soon)."""
+        with self._watch_cond:
+            self._watched[id(job)] = job
+            self._watch_fresh = True
+            self._watch_cond.notify()
+            if not self._watching:
+                self._watching = True
+                threading.Thread(
+                    target=self._watch_jobs, name="fray-iris-watch", daemon=True
+                ).start()
+
+    def _watch_jobs(self) -> None:
+        delay = POLL_FIRST_S
+        while True:
+            with self._watch_cond:
+                self._watched = {k: j for k, j in self._watched.items() if not j.is_done}
+                if not self._watched:
+                    self._watching = False
+                    return
+                if self._watch_fresh:
+                    self._watch_fresh, delay = False, POLL_FIRST_S
+                self._watch_cond.wait(delay)
+                delay = min(delay * 1.5, POLL_MAX_S)
+                jobs = [j for j in self._watched.values() if not j.is_done]
+            try:
+                with self._translate("status of jobs"):
+                    states = line.states(self.iris, [j.data.wire for j in jobs])
+                for job in jobs:
+                    state = states.get(job.data.wire.to_wire())
+                    if state is not None and not job.is_done:
+                        self._apply(job, state)
+            except FrayError as exc:  # waiters ask for themselves, and see why
+                logger.debug("watching Iris jobs failed: %s", exc)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _result(self, job: JobRecord) -> Any:
+        if self.results is None:
+            raise JobFailedError(
+                job.job_id,
+                job.status,
+                f"no results location is configured: set {FRAY_IRIS_RESULTS_URL} (or "
+                "IrisClient(results_url=...)) to a URL every task can reach",
+            )
+        values = []
+        for record in self._stored(job):
+            if record is None or record[0] != "ok":
+                raise JobFailedError(
+                    job.job_id,
+                    job.status,
+                    "the job stored no return value (a command job has none; read its logs())",
+                )
+            values.append(record[1])
+        return values[0] if len(values) == 1 else values
+
+    def _info(self, job: JobRecord) -> JobInfo:
+        data = job.data
+        if not isinstance(data, Tracked):
+            return super()._info(job)
+        wire = data.wire.to_wire()
+        with self._translate(f"info of {job.job_id}", job):
+            if not data.detailed:
+                tasks = line.tasks(self.iris, data.wire)
+                with job.lock:
+                    if tasks:
+                        job.attempts = max(max(t.attempts for t in tasks), job.attempts)
+                        job.replicas = len(tasks)
+                        if job.is_done:
+                            codes = [t.exit_code for t in tasks if t.exit_code]
+                            job.exit_code = codes[0] if codes else job.exit_code
+                    data.detailed = job.is_done
+            below = sorted(line.jobs(self.iris, wire + "/"), key=lambda v: v.submitted_at or 0)
+        children = tuple(fray_job_id(v.job_id) for v in below if v.parent == wire)
+        return job.info(children=children, pending_reason=self._pending_reason(job))
+
+    def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
+        data = job.data
+        if not isinstance(data, Tracked):
+            return super()._lines(job, include_children, tail)
+        if job.is_done and job.finished_at is not None:
+            settle = job.finished_at + LOGS_SETTLE_S - time.time()
+            if settle > 0:
+                time.sleep(settle)  # the worker sends the last lines a moment after the end
+        with self._translate(f"logs of {job.job_id}", job):
+            if tail:
+                entries = line.logs(self.iris, data.wire, max_lines=tail, tail=True)
+                own = [text for _key, text in self._own(job, entries, include_children)]
+                if len(own) >= tail or len(entries) < tail:
+                    return own[-tail:]
+                # Some of those last lines were children's: read them all.
+            entries = line.logs(self.iris, data.wire)
+        lines = self._own(job, entries, include_children)
+        if tail:
+            return [text for _key, text in lines][-tail:]
+        return data.merges.setdefault(include_children, LineMerge()).merge(lines)
+
+    def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
+        """The job's lines (``[i] `` before each when it has several replicas) and, if
+        asked, its descendants' (``[<child id>] `` before each), with their keys."""
+        out: list[Any] = []
+        wire = job.data.wire.to_wire()
+        several = job.replicas > 1
+        for entry in entries:
+            owner, _, index = entry.task.rpartition("/")
+            if owner == wire:
+                out.append((entry, f"[{index}] {entry.text}" if several else entry.text))
+            elif children:
+                out.append((entry, f"[{fray_job_id(owner)}] {entry.text}"))
+        return out
+
+    # -- jobs by id --------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> IrisJobHandle:
-        """A handle to an existing Iris job, by Fray id (or Iris wire id)."""
+        """A handle to a job on the cluster, by Fray id (or Iris wire id).
+
+        Raises:
+            JobNotFoundError: The controller does not know it.
+        """
         if not isinstance(job_id, str) or not job_id.strip("/"):
             raise InvalidRequestError.for_field("job_id", job_id, "must be a job id string")
         with self._lock:
-            known = self._jobs.get(job_id)
-        if known is not None:
-            return known
+            job = self._jobs.get(job_id) or self._found.get(job_id)
+        if job is not None:
+            return IrisJobHandle(job)
         try:
-            wire = self._session.wire(job_id)
+            wire = JobName.from_wire(job_id if job_id.startswith("/") else f"/{self.user}/{job_id}")
         except ValueError:
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
-        handle = IrisJobHandle(IrisJob(self._session, wire))
-        handle.status()  # raises JobNotFoundError for an unknown id
-        return handle
+        with self._translate(f"status of {job_id}", None):
+            try:
+                view = line.status(self.iris, wire)
+            except ConnectError as err:
+                if err.code == Code.NOT_FOUND:
+                    raise JobNotFoundError(job_id, f"no Iris job with id {job_id!r}") from err
+                raise
+        fray_id = fray_job_id(view.job_id)
+        parent = fray_job_id(view.parent) if view.parent else None
+        job = JobRecord(self, fray_id, parent=parent, name=wire.name, replicas=max(view.tasks, 1))
+        job.data = Tracked(wire)
+        job.begin()
+        with self._lock:
+            job = self._found.setdefault(fray_id, job)
+        self._apply(job, view.state)
+        if not job.is_done:
+            self._watch(job)
+        return IrisJobHandle(job)
 
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this client's user on the cluster, oldest first."""
-        with self._session.what("list jobs"):
-            statuses = _iris.list_jobs(self._session.raw, f"/{self._session.user}/")
-        statuses.sort(key=lambda s: (s.submitted_at.epoch_ms, s.job_id))
+        with self._translate("list jobs"):
+            views = line.jobs(self.iris, f"/{self.user}/")
+        views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
         children: dict[str, list[str]] = collections.defaultdict(list)
-        for status in statuses:
-            if status.parent_job_id:
-                children[status.parent_job_id].append(fray_job_id(status.job_id))
-        return [
-            listed_job_info(self._session, s, tuple(children.get(s.job_id, ()))) for s in statuses
-        ]
+        for view in views:
+            if view.parent:
+                children[view.parent].append(fray_job_id(view.job_id))
+        return [_listed(v, tuple(children.get(v.job_id, ()))) for v in views]
 
     # -- actors ------------------------------------------------------------------------------
 
-    def create_actor_group(
+    def _create_actor_group(
         self,
-        actor_class: type[T],
-        *args: Any,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
         name: str,
         count: int,
-        resources: ResourceConfig | None = None,
-        actor_config: ActorConfig | None = None,
-        **kwargs: Any,
+        resources: ResourceConfig | None,
+        actor_config: ActorConfig | None,
+        single: bool,
     ) -> IrisActorGroup:
-        """Creates ``count`` actors named ``{name}-{i}`` as one Iris job with ``count``
-        replicas, each serving its actor on the ``actor`` port; returns without waiting."""
-        self._check_open()
-        validate_actor_args(actor_class, name, count, resources, actor_config)
-        self._check_resources(resources)
+        """``count`` actors named ``{name}-{i}``: one Iris job with ``count`` replicas, each
+        serving its actor on the ``actor`` port; returns without waiting."""
+        del single
         ship_code_by_value(actor_class)
-        request, entry, submit_kwargs = actor_job(
-            actor_class,
-            args,
-            kwargs,
-            name=name,
-            count=count,
-            resources=resources or ResourceConfig(),
-            config=actor_config or ActorConfig(),
-            results_url=self.results_url,
+        config = actor_config or ActorConfig()
+        request, entry = actor_job(
+            actor_class, args, kwargs, name, count, resources or ResourceConfig(), config, self
         )
+        parent = current_job_id()
+        job = JobRecord(self, self._job_id(name, parent), request, parent=parent)
+        with self._lock:
+            self._check_open()
+            self._remember(job)
         policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
         try:
-            job = self._launch(request, entry, submit_kwargs, policy, ports=["actor"])
+            self._submit(job, entry, to_iris_request(request).kwargs(), policy, ports=["actor"])
         except JobAlreadyExistsError as err:
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
             ) from err
-        group = IrisActorGroup(self._session, name, count, job, actor_config)
+        group = IrisActorGroup(self, name, count, IrisJobHandle(job), config)
         with self._lock:
             self._groups.append(group)
         return group
 
-    # -- hosted actors -----------------------------------------------------------------------
-
     def _hosting_address(self) -> str:
-        """This task's address for hosted actors' servers: loopback on a cluster whose
-        controller is on this machine, else the address Iris advertises for the task.
+        """This task's address for hosted actors' servers.
 
         Raises:
             InvalidRequestError: Not inside an Iris job.
         """
-        info = _iris.job_info()
+        info = get_job_info()
         if info is None:
             raise InvalidRequestError(
                 "host_actor on Iris runs inside an Iris job: the actor is served from the "
@@ -331,10 +651,8 @@ class IrisClient(BaseClient):
         return serving_hosts(info)[1]
 
     def _announce_hosted(self, handle: HostedActorHandle) -> Callable[[], None]:
-        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor (the name a
-        group actor of index 0 has), so Iris lists it under the job that hosts it; it is
-        unregistered when the actor stops serving, and with the task's end at the latest.
-        The endpoint holds the address only: calls need the handle, which holds the secret."""
+        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor while it
+        serves (the address only: calls need the handle, which holds the secret)."""
         ctx = get_iris_ctx()
         assert ctx is not None and ctx.job_id is not None  # _hosting_address checked it
         endpoint = f"{ctx.job_id.to_wire()}/{handle.name}-0"
@@ -353,35 +671,47 @@ class IrisClient(BaseClient):
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    def shutdown(self, wait: bool = True) -> None:
-        """Stops every unfinished job and actor group this client started, then closes the
-        connection. Handles keep working afterwards (they reconnect to read status)."""
+    def _shutdown(self, wait: bool) -> None:
+        """Shuts the actor groups down (their jobs have stopped) and closes the connection
+        this client opened; handles keep working (they reconnect to read status)."""
         del wait
         with self._lock:
-            if self.is_shutdown:
-                return
-            self.is_shutdown = True
-            handles = list(self._jobs.running.values())  # the rest have finished
-            groups = list(self._groups)
-        self._stop_hosted()
+            groups, self._groups = self._groups, []
         for group in groups:
-            group.stop_with_client()
-        try:
-            self._stop_all([h._wire for h in handles if not h._job.ended])
-        finally:
-            self._session.close()
-            forget_default_client(self)
+            group.shutdown()
+        if self._reopen is not None:
+            with self._lock:
+                raw, self._raw = self._raw, None
+            if raw is not None:
+                with contextlib.suppress(Exception):  # closing is best effort
+                    raw.shutdown()
 
-    def _stop_all(self, wires: list[JobName]) -> None:
-        if not wires:
-            return
-        raw = self._session.raw
-        with translate_errors("shutdown"):
-            states = self._session.states(wires)
-        live = [w for w in wires if w.to_wire() in states]
-        live = [w for w in live if not is_job_finished(states[w.to_wire()])]
-        for wire in live:
-            with translate_errors("shutdown"):
-                _iris.terminate(raw, wire)
-        if live:
-            self._session.wait_finished(live, include_descendants=True)
+
+def _reason(view: JobView) -> str | None:
+    """Iris's reason for not placing the job, on one line."""
+    reason = " ".join(view.pending_reason.split())
+    return reason if reason and reason != _NO_FEEDBACK_YET else None
+
+
+def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
+    """``JobInfo`` of a job in a listing."""
+    status = job_status(view.state)
+    started = view.started_at is not None
+    attempts = view.failures + view.preemptions + (started and status is not JobStatus.FAILED)
+    return JobInfo(
+        job_id=fray_job_id(view.job_id),
+        name=view.job_id.rstrip("/").rsplit("/", 1)[-1],
+        status=status,
+        attempts=max(attempts, int(started)),
+        preemptions=view.preemptions,
+        failures=view.failures,
+        error=view.error or None,
+        exit_code=view.exit_code if status.is_finished else None,
+        parent=fray_job_id(view.parent) if view.parent else None,
+        children=children,
+        replicas=max(view.tasks, 1),
+        submitted_at=view.submitted_at,
+        started_at=view.started_at,
+        finished_at=view.finished_at,
+        pending_reason=_reason(view) if status is JobStatus.PENDING else None,
+    )
