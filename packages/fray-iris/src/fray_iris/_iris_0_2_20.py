@@ -19,7 +19,6 @@ from iris.rpc import job_pb2
 from fray.errors import BackendUnavailableError, InvalidRequestError
 from fray_iris._views import JobView, LogLine, TaskView, parent_of
 
-
 VERSION = "0.2.20"
 NEWER = "marin-iris 0.2.227 (Python >= 3.12)"
 FAILURE_BUDGET = False  # submit() has no job-wide max_task_failures

@@ -37,7 +37,6 @@ from fray_iris._convert import (
     to_resource_spec,
 )
 
-
 NSYS_TASKS_ENV = "IRIS_NSYS_TASKS"
 """Selects the tasks :func:`wrap_nsys` runs under Nsight Systems: ``first``, ``all``, or
 task indices separated by commas."""
