@@ -275,15 +275,18 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
     # Iris returns every line so far on each fetch, in time order: a child's line written
     # before lines already seen comes back in their midst, and a line printed twice in the
     # same millisecond has the same key twice.
-    from fray_iris._client import LineMerge
+    from iris.cluster.types import JobName
+
+    from fray_iris._client import Tracked
 
     a, b = (("stdout", 1, "a"), "a"), (("stdout", 3, "b"), "b")
     late = (("stdout", 2, "from kid"), "[job/kid] from kid")
-    merge = LineMerge()
-    assert merge.merge([a, b]) == ["a", "b"]
-    assert merge.merge([a, late, b]) == ["a", "b", "[job/kid] from kid"]
-    assert merge.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
-    assert merge.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    seen = Tracked(JobName.from_wire("/root/job"))
+    assert seen.merge(True, [a, b]) == ["a", "b"]
+    assert seen.merge(True, [a, late, b]) == ["a", "b", "[job/kid] from kid"]
+    assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.merge(False, [a]) == ["a"]
 
 
 def test_task_stores_an_error_that_does_not_pickle_as_its_text(

@@ -191,7 +191,9 @@ def test_worker_loss_is_retried_as_a_preemption(iris_client: IrisClient, tmp_pat
 
 def spawn_child_with_current_client(child_name: str) -> dict[str, Any]:
     """Inside a job: the auto-detected client, and a child job submitted with it."""
-    client, reason = fray.backend.explain_current_client()
+    from fray_iris._context import detect
+
+    client, reason = fray.current_client(), (detect() or ("", "", None, "no Iris context"))[3]
     print("parent says hi", flush=True)
     child = client.submit(
         JobRequest(name=child_name, entrypoint=Entrypoint.from_callable(ep.print_lines, ["kid"]))
@@ -214,7 +216,7 @@ def test_nested_jobs_use_the_jobs_own_context(iris_client: IrisClient) -> None:
     )
     seen = job.result(timeout=TIMEOUT)
     assert seen["type"] == "IrisClient"
-    assert seen["reason"] == "inside an Iris job"
+    assert seen["reason"] == "running inside an Iris job"
     assert seen["job"] == job.job_id
     assert seen["child"] == f"{job.job_id}/kid"
     assert job.info().children == (seen["child"],)

@@ -104,32 +104,13 @@ def probe(address: str) -> None:
         stub.close()
 
 
-class LineMerge:
-    """The lines of a job seen so far, in the order first seen: each fetch returns every
-    line so far, and a line is new only where its key occurs more often than before, so a
-    follow never repeats a line, and a child's line that arrives late is added, not lost."""
-
-    __slots__ = ("lines", "seen")
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.seen: collections.Counter[tuple[str, str, int, str]] = collections.Counter()
-
-    def merge(self, entries: list[tuple[tuple[str, str, int, str], str]]) -> list[str]:
-        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
-        fresh: collections.Counter[tuple[str, str, int, str]] = collections.Counter()
-        for key, text in entries:
-            fresh[key] += 1
-            if fresh[key] > self.seen[key]:
-                self.seen[key] += 1
-                self.lines.append(text)
-        return self.lines
-
-
 class Tracked:
-    """What a record of an Iris job keeps (``JobRecord.data``)."""
+    """What the record of an Iris job keeps (``JobRecord.data``), and the lines it has seen,
+    in the order first seen: each fetch returns every line so far, and a line is new only
+    where its key occurs more often than before, so a follow never repeats a line, and a
+    child's line that arrives late is added, not lost."""
 
-    __slots__ = ("changed_at", "detailed", "merges", "pending_at", "pending_reason", "wire")
+    __slots__ = ("changed_at", "detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
 
     def __init__(self, wire: JobName) -> None:
         self.wire = wire
@@ -137,7 +118,19 @@ class Tracked:
         self.pending_reason: str | None = None
         self.pending_at = 0.0
         self.detailed = False
-        self.merges: dict[bool, LineMerge] = {}
+        self.lines: dict[bool, list[str]] = {False: [], True: []}
+        self.seen: dict[bool, collections.Counter[Any]] = {}
+
+    def merge(self, children: bool, entries: list[tuple[Any, str]]) -> list[str]:
+        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
+        seen = self.seen.setdefault(children, collections.Counter())
+        fresh: collections.Counter[Any] = collections.Counter()
+        for key, text in entries:
+            fresh[key] += 1
+            if fresh[key] > seen[key]:
+                seen[key] += 1
+                self.lines[children].append(text)
+        return self.lines[children]
 
 
 class IrisJobHandle(BaseJobHandle):
@@ -372,19 +365,13 @@ class IrisClient(BaseClient):
                     line.terminate(self.iris, JobName.from_wire(child.job_id))
                 if live:
                     return
+        _copy_counts(job, view)
         status = job_status(view.state)
         cause, error = None, view.error or None
-        with job.lock:
-            job.replicas = view.tasks or job.replicas
         if status is JobStatus.FAILED:
             cause, error = self._failure(job, view)
-        started = view.started_at is not None
-        attempts = view.failures + view.preemptions + (started and status is not JobStatus.FAILED)
         with job.lock:
-            job.failures, job.preemptions = view.failures, view.preemptions
-            job.attempts = max(attempts, int(started), job.attempts)
             job.exit_code, job.cause = view.exit_code, cause
-            job.started_at = view.started_at or job.started_at
         request = job.request
         if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
             job.settle(Outcome.unplaced(data.pending_reason or _reason(view)))
@@ -498,6 +485,8 @@ class IrisClient(BaseClient):
             return super()._info(job)
         wire = data.wire.to_wire()
         with self._translate(f"info of {job.job_id}", job):
+            if not job.is_done:
+                _copy_counts(job, line.status(self.iris, data.wire))
             if not data.detailed:
                 tasks = line.tasks(self.iris, data.wire)
                 with job.lock:
@@ -531,7 +520,7 @@ class IrisClient(BaseClient):
         lines = self._own(job, entries, include_children)
         if tail:
             return [text for _key, text in lines][-tail:]
-        return data.merges.setdefault(include_children, LineMerge()).merge(lines)
+        return data.merge(include_children, lines)
 
     def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
         """The job's lines (``[i] `` before each when it has several replicas) and, if
@@ -687,6 +676,22 @@ class IrisClient(BaseClient):
                     raw.shutdown()
 
 
+def _attempts(view: JobView) -> int:
+    """Attempts that started, from the job's counts (Iris's tasks say it more exactly)."""
+    started = view.started_at is not None
+    ended = view.failures + view.preemptions
+    return max(ended + (started and job_status(view.state) is not JobStatus.FAILED), started)
+
+
+def _copy_counts(job: JobRecord, view: JobView) -> None:
+    """Copies Iris's counts into the record."""
+    with job.lock:
+        job.failures, job.preemptions = view.failures, view.preemptions
+        job.attempts = max(_attempts(view), job.attempts)
+        job.started_at = view.started_at or job.started_at
+        job.replicas = view.tasks or job.replicas
+
+
 def _reason(view: JobView) -> str | None:
     """Iris's reason for not placing the job, on one line."""
     reason = " ".join(view.pending_reason.split())
@@ -696,13 +701,11 @@ def _reason(view: JobView) -> str | None:
 def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
     """``JobInfo`` of a job in a listing."""
     status = job_status(view.state)
-    started = view.started_at is not None
-    attempts = view.failures + view.preemptions + (started and status is not JobStatus.FAILED)
     return JobInfo(
         job_id=fray_job_id(view.job_id),
         name=view.job_id.rstrip("/").rsplit("/", 1)[-1],
         status=status,
-        attempts=max(attempts, int(started)),
+        attempts=_attempts(view),
         preemptions=view.preemptions,
         failures=view.failures,
         error=view.error or None,

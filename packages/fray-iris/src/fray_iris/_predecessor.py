@@ -21,7 +21,6 @@ from fray import (
     Entrypoint,
     EnvironmentConfig,
     GpuConfig,
-    JobStatus,
     ResourceConfig,
     TpuConfig,
 )
@@ -70,19 +69,11 @@ class FrayIrisClient(IrisClient):
         return client
 
 
-def convert_resources(resources: ResourceConfig) -> ResourceSpec:
-    """Iris's ``ResourceSpec`` for one replica (cpu, memory and disk in bytes, device)."""
-    return to_resource_spec(resources)
-
-
-def convert_constraints(resources: ResourceConfig) -> list[Any]:
-    """Iris's placement constraints (see ``fray_iris._convert.to_constraints``)."""
-    return to_constraints(resources)
-
-
-def convert_container_profile(resources: ResourceConfig) -> int:
-    """The Iris ``ContainerProfile`` number of ``resources.container_profile``; 0 for None."""
-    return to_container_profile(resources)
+# The predecessor's names for fray-iris's own conversions (same arguments, same results).
+convert_resources = to_resource_spec
+convert_constraints = to_constraints
+convert_container_profile = to_container_profile
+map_iris_job_state = job_status
 
 
 def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
@@ -107,12 +98,6 @@ def convert_environment(
     if env is None and not env_vars:
         return None
     return to_environment(env, env_vars)
-
-
-def map_iris_job_state(iris_state: Any) -> JobStatus:
-    """Fray's status for an Iris job state as either line reports it (a ``job_pb2`` number,
-    or 0.2.227's ``JobState``)."""
-    return job_status(iris_state)
 
 
 def resolve_coscheduling(resources: ResourceConfig | DeviceConfig, replicas: int) -> Any:
