@@ -2,11 +2,10 @@
 """IrisClient: Fray jobs and actors on an Iris cluster, on the engine's hooks.
 
 Iris runs a job's attempts and both retry budgets itself, so a job is submitted whole
-(:meth:`IrisClient._launch`) and its record follows what Iris reports: placing until a task
-runs, running, then the final status Iris decided (``JobRecord.end``), with Iris's counts of
-attempts, failures and preemptions. Nobody need ask for a job to end: one thread per client
-asks the controller about all its unfinished jobs in one call (``fray.wait_all`` over a
-thousand jobs is one call a round), which runs their done-callbacks.
+(``_launch``) and its record follows what Iris reports: placing until a task runs, running,
+then the final status Iris decided (``JobRecord.end``), with Iris's counts. Nobody need ask
+for a job to end: one thread per client asks the controller about all its unfinished jobs in
+one call a round, which runs their done-callbacks (``fray.wait_all`` included).
 """
 
 from __future__ import annotations
@@ -33,15 +32,7 @@ from iris.rpc import controller_pb2, job_pb2
 from iris.rpc.controller_connect import ControllerServiceClientSync
 
 from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, current_job_id
-from fray.backend import (
-    BaseClient,
-    BaseJobHandle,
-    ClientSpec,
-    HostedActorHandle,
-    JobRecord,
-    Outcome,
-    Phase,
-)
+from fray.backend import BaseClient, BaseJobHandle, ClientSpec, JobRecord, Outcome, Phase
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import (
     FrayError,
@@ -50,23 +41,13 @@ from fray.errors import (
     JobFailedError,
     JobNotFoundError,
 )
+from fray_iris import _convert as convert
 from fray_iris._actors import IrisActorGroup, actor_job
-from fray_iris._convert import (
-    IRIS,
-    job_status,
-    line,
-    ship_code_by_value,
-    to_iris_entrypoint,
-    to_iris_request,
-    translate_errors,
-    unreachable_reason,
-)
+from fray_iris._convert import job_status, line, translate_errors
 from fray_iris._results import ResultStore, default_local_results_url
 from fray_iris._task import is_loopback, serving_hosts
 from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
-
-__all__ = ["IrisClient", "IrisJobHandle"]
 
 logger = logging.getLogger("fray.iris")
 
@@ -78,11 +59,6 @@ LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the 
 _PROBE_TIMEOUT_MS = 5_000
 _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
 _NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
-
-
-def normalize_address(address: str) -> str:
-    """``host:port`` as ``http://host:port``; a URL as it is."""
-    return address if "://" in address else f"http://{address}"
 
 
 def probe(address: str) -> None:
@@ -98,7 +74,7 @@ def probe(address: str) -> None:
         stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
     except ConnectError as err:
         if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
-            why = unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
+            why = convert.unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
             raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
     finally:
         stub.close()
@@ -154,8 +130,7 @@ class IrisJobHandle(BaseJobHandle):
         ``stream_logs``, the job's lines (its children's too) are printed as they come."""
         if stream_logs:
             lines = self.logs(follow=True, include_children=True)
-            thread = threading.Thread(target=_print_all, args=(lines,), daemon=True)
-            thread.start()
+            threading.Thread(target=_print_all, args=(lines,), daemon=True).start()
         return super().wait(timeout, raise_on_failure=raise_on_failure)
 
 
@@ -186,7 +161,7 @@ class IrisClient(BaseClient):
     """
 
     scheme = "iris"
-    capabilities = IRIS
+    capabilities = convert.IRIS
     handle_type = IrisJobHandle
 
     def __init__(
@@ -200,43 +175,42 @@ class IrisClient(BaseClient):
     ) -> None:
         super().__init__()
         ctx = get_iris_ctx()
-        ws = Path(workspace) if workspace is not None else None
-        if ws is not None and not ws.is_dir():
+        inside = ctx is not None and ctx.client is not None
+        if workspace is not None and not Path(workspace).is_dir():
             raise InvalidRequestError.for_field(
                 "IrisClient.workspace", str(workspace), "must be an existing folder"
             )
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise InvalidRequestError.for_field(
+                "IrisClient.address", address, "use host:port or http://host:port"
+            )
+        if iris_client is None and address is None and not inside:
+            raise InvalidRequestError.for_field(
+                "IrisClient.address",
+                None,
+                "outside an Iris job give the controller address "
+                f"(IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://host:port)",
+            )
         self._reopen: Callable[[], RawIrisClient] | None = None
-        controller = None
-        if iris_client is not None:
-            raw = iris_client
-        elif address is not None:
-            if not isinstance(address, str) or not address.strip():
-                raise InvalidRequestError.for_field(
-                    "IrisClient.address", address, "use host:port or http://host:port"
-                )
-            controller = normalize_address(address.strip())
-            if ctx is not None and ctx.client is not None and ws is None and bundle_id is None:
-                raw = ctx.client  # inside a job: its client keeps the job tree and namespace
-            else:
-                probe(controller)
+        self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if inside else None
+        if address is not None and iris_client is None:
+            self.address = address.strip()
+            if "://" not in self.address:
+                self.address = f"http://{self.address}"
+            if not inside or workspace is not None or bundle_id is not None:
+                probe(self.address)
+                ws = Path(workspace) if workspace is not None else None
+                remote = RawIrisClient.remote
                 self._reopen = functools.partial(
-                    RawIrisClient.remote, controller, workspace=ws, bundle_id=bundle_id
+                    remote, self.address, workspace=ws, bundle_id=bundle_id
                 )
-                raw = self._reopen()
-        else:
-            if ctx is None or ctx.client is None:
-                raise InvalidRequestError.for_field(
-                    "IrisClient.address",
-                    None,
-                    "outside an Iris job give the controller address "
-                    f"(IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://host:port)",
-                )
-            raw, controller = ctx.client, os.environ.get("IRIS_CONTROLLER_ADDRESS")
-        self._raw: RawIrisClient | None = raw
-        self.address = controller
+        # Inside a job, the job's own client keeps the job tree and namespace.
+        self._raw: RawIrisClient | None = iris_client or (
+            self._reopen() if self._reopen else getattr(ctx, "client", None)
+        )
         self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
         url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
-        if url is None and (iris_client is None and is_loopback(controller)):
+        if url is None and iris_client is None and is_loopback(self.address):
             url = default_local_results_url()
         self.results = ResultStore(url) if url else None
         self._groups: list[IrisActorGroup] = []
@@ -260,22 +234,19 @@ class IrisClient(BaseClient):
     @property
     def iris(self) -> RawIrisClient:
         """The wrapped ``iris.client.IrisClient`` (after :meth:`shutdown`, a fresh one)."""
-        raw = self._raw
-        if raw is None:
-            with self._lock:
-                if self._raw is None and self._reopen is not None:
-                    self._raw = self._reopen()
-                raw = self._raw
-            assert raw is not None
+        with self._lock:
+            if self._raw is None and self._reopen is not None:
+                self._raw = self._reopen()
+            raw = self._raw
+        assert raw is not None
         return raw
 
     def __repr__(self) -> str:
         return f"IrisClient({self.address!r}, jobs={len(self._jobs)})"
 
-    def _translate(self, action: str, job: JobRecord | None = None) -> Any:
-        return translate_errors(
-            action, job_id=job.job_id if job is not None else None, address=self.address
-        )
+    def _asking(self, action: str, job: JobRecord | None = None) -> Any:
+        job_id = job.job_id if job is not None else None
+        return translate_errors(action, job_id=job_id, address=self.address)
 
     # -- submitting --------------------------------------------------------------------------
 
@@ -284,20 +255,20 @@ class IrisClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
             )
-        return to_iris_entrypoint(request, self.results_url), to_iris_request(request).kwargs()
+        entry = convert.to_iris_entrypoint(request, self.results_url)
+        return entry, convert.to_iris_request(request).kwargs()
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
         return f"{parent_id}/{name}" if parent_id else name
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
-        entry, kwargs = job.data
         policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
-        if adopt_existing:
+        if adopt_existing:  # a running job of the same name is this job
             policy = job_pb2.EXISTING_JOB_POLICY_KEEP
-        self._submit(job, entry, kwargs, policy)
+        self._submit(job, *job.data, policy)
 
     def _submit(
-        self, job: JobRecord, entry: Any, kwargs: dict[str, Any], policy: Any, ports: Any = None
+        self, job: JobRecord, entry: Any, kwargs: Any, policy: Any, ports: Any = None
     ) -> None:
         name = job.name
         try:
@@ -311,16 +282,14 @@ class IrisClient(BaseClient):
                     del self._jobs[job.job_id]
             job.end(JobStatus.FAILED, str(err))
             if isinstance(err, JobAlreadyExistsError):
-                raise JobAlreadyExistsError(name, self._existing(job.job_id)) from err
+                existing = None
+                with contextlib.suppress(FrayError):
+                    existing = self.get_job(job.job_id)
+                raise JobAlreadyExistsError(name, existing) from err
             raise
         job.data = Tracked(submitted.job_id)
         job.begin()
         self._watch(job)
-
-    def _existing(self, job_id: str) -> IrisJobHandle | None:
-        with contextlib.suppress(FrayError):
-            return self.get_job(job_id)
-        return None
 
     def _placed(self, job: JobRecord) -> None:
         """Iris enforces ``timeout`` and ``scheduling_timeout`` itself."""
@@ -331,97 +300,91 @@ class IrisClient(BaseClient):
         data = job.data
         if job.is_done or not isinstance(data, Tracked):
             return None
-        with self._translate(f"status of {job.job_id}", job):
-            state = line.states(self.iris, [data.wire]).get(data.wire.to_wire())
-        if state is None:
+        with self._asking(f"status of {job.job_id}", job):
+            found = line.states(self.iris, [data.wire])
+        if data.wire.to_wire() not in found:
             raise JobNotFoundError(job.job_id)
-        self._apply(job, state)
+        self._apply(job, found[data.wire.to_wire()])
         return min(POLL_FIRST_S + 0.25 * (time.monotonic() - data.changed_at), POLL_MAX_S)
 
     def _apply(self, job: JobRecord, state: str) -> None:
-        """Moves the record on to what Iris says (``state``)."""
-        data: Tracked = job.data
+        """Moves the record on to Iris's ``state``."""
         if state in FINISHED:
             self._finish(job)
         elif job_status(state) is JobStatus.RUNNING:
             if job.placed():
-                data.changed_at = time.monotonic()
-        elif time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:
+                job.data.changed_at = time.monotonic()
+        else:
             self._pending_reason(job)
 
     def _finish(self, job: JobRecord) -> None:
         """Records the end Iris reports: its counts, then the final status. A job this
         client stopped ends once every job below it has stopped too."""
-        data: Tracked = job.data
-        wire = data.wire
-        with self._translate(f"status of {job.job_id}", job):
+        wire = job.data.wire
+        with self._asking(f"status of {job.job_id}", job):
             view = line.status(self.iris, wire)
             if view.state not in FINISHED:
                 return
             if job.phase is Phase.STOPPING:
-                live = [v for v in line.jobs(self.iris, wire.to_wire() + "/")]
-                live = [v for v in live if v.state not in FINISHED]
+                live = [
+                    v for v in line.jobs(self.iris, wire.to_wire() + "/") if v.state not in FINISHED
+                ]
                 for child in live:  # Iris stops them itself; make sure of it
                     line.terminate(self.iris, JobName.from_wire(child.job_id))
                 if live:
                     return
         _copy_counts(job, view)
-        status = job_status(view.state)
         cause, error = None, view.error or None
-        if status is JobStatus.FAILED:
+        if job_status(view.state) is JobStatus.FAILED:
             cause, error = self._failure(job, view)
         with job.lock:
             job.exit_code, job.cause = view.exit_code, cause
         request = job.request
         if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
-            job.settle(Outcome.unplaced(data.pending_reason or _reason(view)))
+            job.settle(Outcome.unplaced(job.data.pending_reason or _reason(view)))
         else:
-            job.end(status, error)
+            job.end(job_status(view.state), error)
 
     def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
         """The user's exception (where a task stored one) and the text to report."""
         for record in self._stored(job):
             if record is not None and record[0] == "error":
                 return record[1].cause, record[1].error
-        request = job.request
+        timeout = job.request.timeout if job.request is not None else None
         if view.state == "unschedulable":
             reason = job.data.pending_reason or _reason(view)
-            return None, f"{view.error or 'Iris cannot place the job'}" + (
-                f"; {reason}" if reason else ""
-            )
-        if view.error == _IRIS_TIMEOUT and request is not None and request.timeout is not None:
+            why = view.error or "Iris cannot place the job"
+            return None, f"{why}; {reason}" if reason else why
+        if view.error == _IRIS_TIMEOUT and timeout is not None:
             exc = TimeoutError(
-                f"attempt {max(view.failures, 1)} ran longer than timeout={request.timeout:g}s"
+                f"attempt {max(view.failures, 1)} ran longer than timeout={timeout:g}s"
             )
             return exc, f"TimeoutError: {exc}"
         return None, view.error or f"Iris ended the job {view.state}"
 
     def _stored(self, job: JobRecord) -> list[Any]:
         """What each replica stored in the results store (``None`` where nothing)."""
-        store = self.results
+        store, wire = self.results, job.data.wire.to_wire()
         if store is None:
             return [None] * job.replicas
-        wire = job.data.wire.to_wire()
         return [store.read(store.task_path(wire, i)) for i in range(job.replicas)]
 
     def _pending_reason(self, job: JobRecord) -> str | None:
         data = job.data
         if not isinstance(data, Tracked) or job.status is not JobStatus.PENDING:
             return None
-        if time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:
-            with self._translate(f"status of {job.job_id}", job):
+        if time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:  # one call a second
+            with self._asking(f"status of {job.job_id}", job):
                 view = line.status(self.iris, data.wire)
             data.pending_at = time.monotonic()
             data.pending_reason = _reason(view) or data.pending_reason
         return data.pending_reason
 
     def _cancel_attempt(self, job: JobRecord) -> float:
-        with self._translate(f"terminate {job.job_id}", job):
+        with self._asking(f"terminate {job.job_id}", job):
             line.terminate(self.iris, job.data.wire)
         self._watch(job)
         return STOP_GRACE_S
-
-    # -- the one watching thread -------------------------------------------------------------
 
     def _watch(self, job: JobRecord) -> None:
         """Watches ``job`` until it has ended (and looks soon)."""
@@ -436,6 +399,7 @@ class IrisClient(BaseClient):
                 ).start()
 
     def _watch_jobs(self) -> None:
+        """The one thread that asks about every watched job, in one call a round."""
         delay = POLL_FIRST_S
         while True:
             with self._watch_cond:
@@ -449,7 +413,7 @@ class IrisClient(BaseClient):
                 delay = min(delay * 1.5, POLL_MAX_S)
                 jobs = [j for j in self._watched.values() if not j.is_done]
             try:
-                with self._translate("status of jobs"):
+                with self._asking("status of jobs"):
                     states = line.states(self.iris, [j.data.wire for j in jobs])
                 for job in jobs:
                     state = states.get(job.data.wire.to_wire())
@@ -468,34 +432,28 @@ class IrisClient(BaseClient):
                 f"no results location is configured: set {FRAY_IRIS_RESULTS_URL} (or "
                 "IrisClient(results_url=...)) to a URL every task can reach",
             )
-        values = []
-        for record in self._stored(job):
-            if record is None or record[0] != "ok":
-                raise JobFailedError(
-                    job.job_id,
-                    job.status,
-                    "the job stored no return value (a command job has none; read its logs())",
-                )
-            values.append(record[1])
-        return values[0] if len(values) == 1 else values
+        stored = self._stored(job)
+        if any(record is None or record[0] != "ok" for record in stored):
+            why = "the job stored no return value (a command job has none; read its logs())"
+            raise JobFailedError(job.job_id, job.status, why)
+        return stored[0][1] if len(stored) == 1 else [record[1] for record in stored]
 
     def _info(self, job: JobRecord) -> JobInfo:
         data = job.data
         if not isinstance(data, Tracked):
             return super()._info(job)
         wire = data.wire.to_wire()
-        with self._translate(f"info of {job.job_id}", job):
+        with self._asking(f"info of {job.job_id}", job):
             if not job.is_done:
                 _copy_counts(job, line.status(self.iris, data.wire))
-            if not data.detailed:
+            if not data.detailed:  # the tasks say how many attempts started, and the exit code
                 tasks = line.tasks(self.iris, data.wire)
+                codes = [t.exit_code for t in tasks if t.exit_code]
                 with job.lock:
-                    if tasks:
-                        job.attempts = max(max(t.attempts for t in tasks), job.attempts)
-                        job.replicas = len(tasks)
-                        if job.is_done:
-                            codes = [t.exit_code for t in tasks if t.exit_code]
-                            job.exit_code = codes[0] if codes else job.exit_code
+                    job.attempts = max([job.attempts, *(t.attempts for t in tasks)])
+                    job.replicas = len(tasks) or job.replicas
+                    if job.is_done and codes:
+                        job.exit_code = codes[0]
                     data.detailed = job.is_done
             below = sorted(line.jobs(self.iris, wire + "/"), key=lambda v: v.submitted_at or 0)
         children = tuple(fray_job_id(v.job_id) for v in below if v.parent == wire)
@@ -509,7 +467,7 @@ class IrisClient(BaseClient):
             settle = job.finished_at + LOGS_SETTLE_S - time.time()
             if settle > 0:
                 time.sleep(settle)  # the worker sends the last lines a moment after the end
-        with self._translate(f"logs of {job.job_id}", job):
+        with self._asking(f"logs of {job.job_id}", job):
             if tail:
                 entries = line.logs(self.iris, data.wire, max_lines=tail, tail=True)
                 own = [text for _key, text in self._own(job, entries, include_children)]
@@ -527,11 +485,10 @@ class IrisClient(BaseClient):
         asked, its descendants' (``[<child id>] `` before each), with their keys."""
         out: list[Any] = []
         wire = job.data.wire.to_wire()
-        several = job.replicas > 1
         for entry in entries:
             owner, _, index = entry.task.rpartition("/")
             if owner == wire:
-                out.append((entry, f"[{index}] {entry.text}" if several else entry.text))
+                out.append((entry, f"[{index}] {entry.text}" if job.replicas > 1 else entry.text))
             elif children:
                 out.append((entry, f"[{fray_job_id(owner)}] {entry.text}"))
         return out
@@ -554,16 +511,13 @@ class IrisClient(BaseClient):
             wire = JobName.from_wire(job_id if job_id.startswith("/") else f"/{self.user}/{job_id}")
         except ValueError:
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
-        with self._translate(f"status of {job_id}", None):
-            try:
-                view = line.status(self.iris, wire)
-            except ConnectError as err:
-                if err.code == Code.NOT_FOUND:
-                    raise JobNotFoundError(job_id, f"no Iris job with id {job_id!r}") from err
-                raise
-        fray_id = fray_job_id(view.job_id)
-        parent = fray_job_id(view.parent) if view.parent else None
-        job = JobRecord(self, fray_id, parent=parent, name=wire.name, replicas=max(view.tasks, 1))
+        with translate_errors(f"status of {job_id}", job_id=job_id, address=self.address):
+            view = line.status(self.iris, wire)
+        fray_id, parent = fray_job_id(view.job_id), view.parent
+        parent_id = fray_job_id(parent) if parent else None
+        job = JobRecord(
+            self, fray_id, parent=parent_id, name=wire.name, replicas=max(view.tasks, 1)
+        )
         job.data = Tracked(wire)
         job.begin()
         with self._lock:
@@ -575,7 +529,7 @@ class IrisClient(BaseClient):
 
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this client's user on the cluster, oldest first."""
-        with self._translate("list jobs"):
+        with self._asking("list jobs"):
             views = line.jobs(self.iris, f"/{self.user}/")
         views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
         children: dict[str, list[str]] = collections.defaultdict(list)
@@ -601,19 +555,21 @@ class IrisClient(BaseClient):
         """``count`` actors named ``{name}-{i}``: one Iris job with ``count`` replicas, each
         serving its actor on the ``actor`` port; returns without waiting."""
         del single
-        ship_code_by_value(actor_class)
+        convert.ship_code_by_value(actor_class)
         config = actor_config or ActorConfig()
-        request, entry = actor_job(
-            actor_class, args, kwargs, name, count, resources or ResourceConfig(), config, self
-        )
+        resources = resources or ResourceConfig()
+        request, entry = actor_job(actor_class, args, kwargs, name, count, resources, config, self)
         parent = current_job_id()
         job = JobRecord(self, self._job_id(name, parent), request, parent=parent)
         with self._lock:
             self._check_open()
             self._remember(job)
-        policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
+        policy, kwargs = (
+            job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED,
+            convert.to_iris_request(request).kwargs(),
+        )
         try:
-            self._submit(job, entry, to_iris_request(request).kwargs(), policy, ports=["actor"])
+            self._submit(job, entry, kwargs, policy, ports=["actor"])
         except JobAlreadyExistsError as err:
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
@@ -639,7 +595,7 @@ class IrisClient(BaseClient):
             )
         return serving_hosts(info)[1]
 
-    def _announce_hosted(self, handle: HostedActorHandle) -> Callable[[], None]:
+    def _announce_hosted(self, handle: Any) -> Callable[[], None]:
         """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor while it
         serves (the address only: calls need the handle, which holds the secret)."""
         ctx = get_iris_ctx()
@@ -658,22 +614,18 @@ class IrisClient(BaseClient):
 
         return withdraw
 
-    # -- shutdown ----------------------------------------------------------------------------
-
     def _shutdown(self, wait: bool) -> None:
         """Shuts the actor groups down (their jobs have stopped) and closes the connection
         this client opened; handles keep working (they reconnect to read status)."""
         del wait
         with self._lock:
             groups, self._groups = self._groups, []
+            raw, self._raw = (self._raw, None) if self._reopen is not None else (None, self._raw)
         for group in groups:
             group.shutdown()
-        if self._reopen is not None:
-            with self._lock:
-                raw, self._raw = self._raw, None
-            if raw is not None:
-                with contextlib.suppress(Exception):  # closing is best effort
-                    raw.shutdown()
+        if raw is not None:
+            with contextlib.suppress(Exception):  # closing is best effort
+                raw.shutdown()
 
 
 def _attempts(view: JobView) -> int:
@@ -684,7 +636,6 @@ def _attempts(view: JobView) -> int:
 
 
 def _copy_counts(job: JobRecord, view: JobView) -> None:
-    """Copies Iris's counts into the record."""
     with job.lock:
         job.failures, job.preemptions = view.failures, view.preemptions
         job.attempts = max(_attempts(view), job.attempts)
@@ -703,7 +654,7 @@ def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
     status = job_status(view.state)
     return JobInfo(
         job_id=fray_job_id(view.job_id),
-        name=view.job_id.rstrip("/").rsplit("/", 1)[-1],
+        name=view.job_id.rsplit("/", 1)[-1],
         status=status,
         attempts=_attempts(view),
         preemptions=view.preemptions,

@@ -22,14 +22,8 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.client import JobAlreadyExists as IrisJobAlreadyExists
 from iris.client import JobFailedError as IrisJobFailedError
-from iris.cluster.constraints import (
-    Constraint,
-    ConstraintOp,
-    device_variant_constraint,
-    preemptible_constraint,
-    region_constraint,
-    zone_constraint,
-)
+from iris.cluster import constraints as ic
+from iris.cluster.constraints import Constraint
 from iris.cluster.types import CoschedulingConfig, ResourceSpec, gpu_device, tpu_device
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.rpc import job_pb2
@@ -61,18 +55,6 @@ if tuple(int(n) for n in IRIS_VERSION.split(".")[:3] if n.isdigit()) >= (0, 2, 2
 else:
     from fray_iris import _iris_0_2_20 as line
 
-__all__ = [
-    "IRIS",
-    "IRIS_VERSION",
-    "IrisRequest",
-    "job_status",
-    "line",
-    "ship_code_by_value",
-    "to_iris_entrypoint",
-    "to_iris_request",
-    "to_resource_spec",
-    "translate_errors",
-]
 
 IRIS = capabilities_of("iris")
 """What Iris refuses in a request (fray-core declares each backend's table once)."""
@@ -118,22 +100,22 @@ def to_constraints(resources: ResourceConfig) -> list[Constraint]:
     the parent's), zone, target cluster, device variants."""
     constraints: list[Constraint] = []
     if not resources.preemptible:
-        constraints.append(preemptible_constraint(False))
+        constraints.append(ic.preemptible_constraint(False))
     if resources.regions == (ANY_REGION,):
         constraints.append(_newer("ResourceConfig.regions", [ANY_REGION], line.any_region()))
     elif resources.regions:
-        constraints.append(region_constraint(list(resources.regions)))
+        constraints.append(ic.region_constraint(list(resources.regions)))
     if resources.zone:
-        constraints.append(zone_constraint(resources.zone))
+        constraints.append(ic.zone_constraint(resources.zone))
     if resources.target_cluster:
         key = _newer("ResourceConfig.target_cluster", resources.target_cluster, line.CLUSTER_KEY)
         constraints.append(
-            Constraint.create(key=key, op=ConstraintOp.EQ, value=resources.target_cluster)
+            Constraint.create(key=key, op=ic.ConstraintOp.EQ, value=resources.target_cluster)
         )
     device = resources.device
     if resources.device_alternatives and isinstance(device, TpuConfig | GpuConfig):
         variants = [device.variant, *resources.device_alternatives]
-        constraints.append(device_variant_constraint(variants))
+        constraints.append(ic.device_variant_constraint(variants))
     return constraints
 
 
