@@ -199,7 +199,7 @@ class IrisActorHandle:
             if state is None or state in FINISHED:
                 return "its job has finished"
             index = self._endpoint.rsplit("-", 1)[-1]
-            tasks = {t.index: t.state for t in line.tasks(raw, wire)}
+            tasks = {t.task_index: t.state for t in line.tasks(raw, wire)}
             task = tasks.get(int(index)) if index.isdigit() else None
         if task is not None and task in TASK_FINISHED:
             return "its task has finished (it ended itself, or died with no restarts left)"

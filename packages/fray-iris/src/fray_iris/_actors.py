@@ -170,7 +170,7 @@ class IrisActorGroup(BaseActorGroup):
         with translate_errors(f"actors of {self.name}"):
             names = line.endpoints(raw, prefix)
             # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's one.
-            tasks = {t.index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
+            tasks = {t.task_index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
         suffixes = {n[len(prefix) :] for n in names}
         ready = {i for i in range(len(self._members)) if str(i) in suffixes}
         ready = {i for i in ready if _task_end("", tasks.get(i)) is None}

@@ -265,7 +265,8 @@ class IrisClient(BaseClient):
         policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
         if adopt_existing:  # a running job of the same name is this job
             policy = job_pb2.EXISTING_JOB_POLICY_KEEP
-        self._submit(job, *job.data, policy)
+        entry, kwargs = job.data
+        self._submit(job, entry, kwargs, policy)
 
     def _submit(
         self, job: JobRecord, entry: Any, kwargs: Any, policy: Any, ports: Any = None

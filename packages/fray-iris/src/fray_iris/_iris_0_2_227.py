@@ -1,4 +1,5 @@
-# pyright: standard
+# pyright: standard, reportMissingImports=false, reportAttributeAccessIssue=false, reportCallIssue=false
+# (pyright runs in the Python 3.11 environment, where marin-iris is 0.2.20.)
 """The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today), through
 its public ``IrisClient`` and ``Job`` objects.
 

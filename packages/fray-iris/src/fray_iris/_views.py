@@ -44,7 +44,7 @@ class JobView(NamedTuple):
 class TaskView(NamedTuple):
     """One task of a job."""
 
-    index: int
+    task_index: int
     state: str
     attempts: int  # attempts that started
     exit_code: int
