@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -330,3 +331,49 @@ def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refuse
         name, number = next((n, v) for n, v in line.CONTAINER_PROFILES.items() if v)
         chosen = request(resources=ResourceConfig(container_profile=name))
         assert to_iris_request(chosen).kwargs()["container_profile"] == number
+
+
+def _environment(**fields: object) -> object:
+    """An environment with the fields fray-core's EnvironmentConfig is getting (secrets,
+    secret_behavior, setup_scripts, sync_packages); the conversion reads them by name."""
+    import types
+
+    defaults: dict[str, object] = {
+        "secrets": {},
+        "secret_behavior": None,
+        "setup_scripts": None,
+        "sync_packages": None,
+    }
+    return types.SimpleNamespace(**{**defaults, **fields})
+
+
+@pytest.mark.skipif(not line.FAILURE_BUDGET, reason="marin-iris 0.2.227 delivers secrets")
+def test_secrets_and_setup_reach_iris_0_2_227_and_no_repr_shows_a_secret() -> None:
+    from rigging.secrets import SecretBehavior
+
+    config = _environment(
+        secrets={"HF_TOKEN": "s3cr3t-value"}, secret_behavior="isolate", setup_scripts=[]
+    )
+    spec: Any = line.environment(None, {"A": "1"}, None, config)
+    assert spec.secrets == {"HF_TOKEN": "s3cr3t-value"}
+    assert spec.secret_behavior is SecretBehavior.ISOLATE
+    assert spec.setup_scripts == []  # none: the image is used as it is
+    assert "s3cr3t-value" not in repr(spec)
+    default: Any = line.environment(None, {}, None, _environment())
+    assert default.setup_scripts is None  # Iris's default uv sync
+    assert default.secret_behavior is SecretBehavior.INHERIT
+    with pytest.raises(InvalidRequestError) as caught:
+        line.environment(None, {}, None, _environment(secret_behavior="share"))
+    assert caught.value.field == "EnvironmentConfig.secret_behavior"
+
+
+@pytest.mark.skipif(line.FAILURE_BUDGET, reason="marin-iris 0.2.20 refuses explicit secrets")
+def test_explicit_secrets_are_refused_on_0_2_20_in_one_line_without_the_value() -> None:
+    config = _environment(secrets={"HF_TOKEN": "s3cr3t-value"})
+    with pytest.raises(InvalidRequestError) as caught:
+        line.environment(None, {}, None, config)
+    message = str(caught.value)
+    assert caught.value.field == "EnvironmentConfig.secrets"
+    assert "0.2.227" in message and "\n" not in message
+    assert "s3cr3t-value" not in message
+    assert line.environment(None, {}, None, _environment()).env_vars == {}
