@@ -532,3 +532,34 @@ def test_log_tail_of_a_parent_skips_its_childrens_lines(iris_client: IrisClient)
     assert list(job.logs(max_lines=1)) == list(job.logs())[-1:]
     tail = list(job.logs(max_lines=2, include_children=True))
     assert len(tail) == 2
+
+
+def test_discover_new_stops_at_its_target_and_wait_streams_logs(
+    iris_client: IrisClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # marin-fray 0.2.227's call shapes: IrisActorGroup.discover_new(target=N) returns
+    # handles until N have been returned in all; IrisJobHandle.wait(stream_logs=True)
+    # prints the job's lines while it waits.
+    group = iris_client.create_actor_group(ep.Counter, name=f"disc-{os.urandom(3).hex()}", count=2)
+    try:
+        _eventually(lambda: group.ready_count == 2, "both actors to be ready")
+        first = group.discover_new(target=1)
+        assert len(first) == 1
+        assert group.discover_new(target=1) == []
+        rest = group.discover_new()
+        assert len(rest) == 1 and rest[0] != first[0]
+    finally:
+        group.shutdown()
+    lines = [f"streamed {i}" for i in range(3)]
+    job = iris_client.submit(
+        JobRequest(
+            name=f"stream-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.print_lines, lines),
+        )
+    )
+    assert job.wait(timeout=TIMEOUT, stream_logs=True) is JobStatus.SUCCEEDED
+    printed: list[str] = []
+    _eventually(
+        lambda: printed.extend(capfd.readouterr().out.splitlines()) or set(lines) <= set(printed),
+        "the job's lines to be printed",
+    )
