@@ -51,8 +51,8 @@ from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
 logger = logging.getLogger("fray.iris")
 
-POLL_FIRST_S = 0.02  # the first pause after a job's state changed
-POLL_MAX_S = 1.0
+POLL_FIRST_S = 0.02  # the watcher's first pause after a job was submitted or moved on
+POLL_MAX_S = 1.0  # growing by half each round to this
 PENDING_REASON_EVERY_S = 1.0
 STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
 LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the last lines
@@ -86,11 +86,10 @@ class Tracked:
     where its key occurs more often than before, so a follow never repeats a line, and a
     child's line that arrives late is added, not lost."""
 
-    __slots__ = ("changed_at", "detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
+    __slots__ = ("detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
 
     def __init__(self, wire: JobName) -> None:
         self.wire = wire
-        self.changed_at = time.monotonic()
         self.pending_reason: str | None = None
         self.pending_at = 0.0
         self.detailed = False
@@ -306,17 +305,18 @@ class IrisClient(BaseClient):
         if data.wire.to_wire() not in found:
             raise JobNotFoundError(job.job_id)
         self._apply(job, found[data.wire.to_wire()])
-        return min(POLL_FIRST_S + 0.25 * (time.monotonic() - data.changed_at), POLL_MAX_S)
+        return POLL_MAX_S  # the watcher sees the end sooner, and wakes the waiters
 
-    def _apply(self, job: JobRecord, state: str) -> None:
-        """Moves the record on to Iris's ``state``."""
+    def _apply(self, job: JobRecord, state: str) -> bool:
+        """Moves the record on to Iris's ``state``; returns whether it changed."""
         if state in FINISHED:
             self._finish(job)
-        elif job_status(state) is JobStatus.RUNNING:
-            if job.placed():
-                job.data.changed_at = time.monotonic()
-        else:
-            self._pending_reason(job)
+            return True
+        if job_status(state) is JobStatus.RUNNING:
+            return job.placed()
+        if job.request is not None and job.request.scheduling_timeout is not None:
+            self._pending_reason(job)  # what its error will say if it is never placed
+        return False
 
     def _finish(self, job: JobRecord) -> None:
         """Records the end Iris reports: its counts, then the final status. A job this
@@ -418,8 +418,8 @@ class IrisClient(BaseClient):
                     states = line.states(self.iris, [j.data.wire for j in jobs])
                 for job in jobs:
                     state = states.get(job.data.wire.to_wire())
-                    if state is not None and not job.is_done:
-                        self._apply(job, state)
+                    if state is not None and not job.is_done and self._apply(job, state):
+                        delay = POLL_FIRST_S  # a job moved on: look again soon
             except FrayError as exc:  # waiters ask for themselves, and see why
                 logger.debug("watching Iris jobs failed: %s", exc)
 
