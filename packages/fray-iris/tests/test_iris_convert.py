@@ -377,3 +377,6 @@ def test_explicit_secrets_are_refused_on_0_2_20_in_one_line_without_the_value() 
     assert "0.2.227" in message and "\n" not in message
     assert "s3cr3t-value" not in message
     assert line.environment(None, {}, None, _environment()).env_vars == {}
+    with pytest.raises(InvalidRequestError) as caught:
+        line.environment(None, {}, None, _environment(secret_behavior="isolate"))
+    assert caught.value.field == "EnvironmentConfig.secret_behavior"

@@ -48,14 +48,20 @@ def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
 def environment(
     pip_packages: list[str] | None, env_vars: dict[str, str], extras: list[str] | None, config: Any
 ) -> EnvironmentSpec:
-    """Iris's environment; refuses what this line cannot deliver (explicit secrets, setup
-    scripts, a package sync scope)."""
+    """Iris's environment; refuses what this line cannot deliver: explicit secrets, setup
+    scripts, a package sync scope, and ``isolate`` (it forwards ``HF_TOKEN`` and
+    ``WANDB_API_KEY`` from the submitter's environment)."""
+    behavior = getattr(config, "secret_behavior", None)
     for field, allowed in (
         ("secrets", "an empty map"),
         ("setup_scripts", "None"),
         ("sync_packages", "None"),
+        ("secret_behavior", "'inherit'"),
     ):
         value = getattr(config, field, None)
+        if field == "secret_behavior":
+            value = str(getattr(behavior, "value", behavior) or "inherit")
+            value = None if value == "inherit" else value
         if value or (value is not None and field == "setup_scripts"):
             raise InvalidRequestError.for_field(
                 f"EnvironmentConfig.{field}",
