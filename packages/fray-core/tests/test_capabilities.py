@@ -11,6 +11,7 @@ from fray import Entrypoint, EnvironmentConfig, JobRequest, ResourceConfig, TpuC
 from fray.backend import capabilities_of
 from fray.backend._capabilities import known_targets
 from fray.errors import InvalidRequestError
+from fray.types import create_environment
 
 _ROOT = Path(__file__).resolve().parents[3]
 _READMES = {"local": "fray-core", "ray": "fray-ray", "iris": "fray-iris"}
@@ -46,8 +47,11 @@ def test_a_refusal_names_the_field_the_value_and_what_is_allowed() -> None:
 
 def test_ray_takes_the_default_disk_and_refuses_any_other() -> None:
     ray = capabilities_of("ray")
-    ray.check(_request(ResourceConfig(disk="16g")))
+    ray.check(_request(ResourceConfig()))
+    ray.check(_request(ResourceConfig(disk="64g")))
     ray.check(_request(ResourceConfig.with_tpu("v4-8")))
+    with pytest.raises(InvalidRequestError, match=r"the default on Ray \(64g; 50g"):
+        ray.check(_request(ResourceConfig(disk="16g")))  # the default before 0.2.227's
     with pytest.raises(InvalidRequestError, match="Ray cannot reserve disk"):
         ray.check(_request(ResourceConfig.with_tpu("v4-8", disk="100g")))
     with pytest.raises(InvalidRequestError) as caught:
@@ -72,3 +76,27 @@ def test_an_unknown_backend_is_an_error_listing_the_known_ones() -> None:
 
 def test_a_tpu_made_without_with_tpu_keeps_the_plain_default_disk_on_ray() -> None:
     capabilities_of("ray").check(_request(ResourceConfig(device=TpuConfig(variant="v4-8"))))
+
+
+def test_every_backend_takes_create_environments_defaults_as_it_took_an_empty_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in create_environment().env_vars.items():
+        monkeypatch.setenv(name, value)  # a driver that has them: no process needed
+    for target in known_targets():
+        for isolation in ("auto", "thread") if target == "local" else ("auto",):
+            request = _request(environment=create_environment(), isolation=isolation)
+            capabilities_of(target).check(request)
+    with pytest.raises(InvalidRequestError, match="current directory"):
+        capabilities_of("iris").check(_request(environment=create_environment(workspace="/")))
+
+
+def test_a_thread_job_is_refused_env_vars_the_driver_does_not_have(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FRAY_TEST_SAME", "1")
+    local = capabilities_of("local")
+    local.check(_request(environment=EnvironmentConfig(env_vars={"FRAY_TEST_SAME": "1"})))
+    with pytest.raises(InvalidRequestError, match="unless the driver has the same"):
+        env = EnvironmentConfig(env_vars={"FRAY_TEST_SAME": "2"})
+        local.check(_request(environment=env, isolation="thread"))

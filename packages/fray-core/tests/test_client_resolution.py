@@ -174,7 +174,9 @@ def test_iris_context_without_fray_iris_falls_back(
     monkeypatch.setattr(fray._client, "_contexts", None)  # the hooks are read once: again
     client = current_client()
     assert isinstance(client, LocalClient)
-    assert "iris backend's context check could not be loaded" in caplog.text
+    # The hook cannot be loaded, or (loaded by an earlier test) cannot build the client.
+    said = ("iris backend's context check could not be loaded", "running inside an Iris job, but")
+    assert any(text in caplog.text for text in said), caplog.text
 
 
 def test_ray_only_when_initialised(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,9 +8,12 @@ whole process trees, children first; nothing outlives the driver.
 
 from __future__ import annotations
 
+import linecache
 import os
 import pickle
+import queue
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -27,6 +30,7 @@ from conftest import pid_alive, wait_dead
 from fray import (
     ActorDiedError,
     Entrypoint,
+    EnvironmentConfig,
     JobFailedError,
     JobRequest,
     JobStatus,
@@ -360,3 +364,96 @@ def test_driver_killed_with_sigkill_takes_its_jobs_along(tmp_path: Path) -> None
     driver.wait(timeout=DEADLINE_S)
     driver.stdout.close()  # pyright: ignore[reportOptionalMemberAccess]
     assert wait_dead(pids) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Shutdown returns within its bound, whatever the jobs and actors do
+
+
+def block_on(kind: str, threads: list[int]) -> None:
+    """A thread job blocked in C: on an Event, a queue or a socket, none of which a stop
+    injected into its thread interrupts."""
+    threads.append(threading.get_ident())
+    if kind == "event":
+        threading.Event().wait()
+    elif kind == "queue":
+        queue.Queue().get()
+    else:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen()
+            server.accept()
+
+
+def wait_blocked_in_c(threads: list[int]) -> None:
+    """Waits until the job's thread is in the C call that blocks it: its innermost frame is
+    on the line of that call (``acquire()`` or ``_accept()``), from which no Python code
+    runs, so a stop injected now cannot land until the call returns."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(threads[0]) if threads else None
+        if frame is not None:
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            if "acquire(" in line or "_accept(" in line:
+                return
+        time.sleep(0.005)  # polling interval of a bounded wait, not synchronisation
+    pytest.fail("the job's thread never blocked")
+
+
+@pytest.mark.parametrize("kind", ["event", "queue", "socket"])
+def test_shutdown_returns_though_a_thread_job_cannot_be_interrupted(kind: str) -> None:
+    client = LocalClient(echo_logs=False)
+    threads: list[int] = []
+    job = client.submit(
+        JobRequest(name="blocked", entrypoint=Entrypoint.from_callable(block_on, [kind, threads]))
+    )
+    wait_blocked_in_c(threads)
+    begin = time.monotonic()
+    client.shutdown()  # hung for good before: it joined every job thread
+    assert time.monotonic() - begin < 5
+    assert job.status() is JobStatus.STOPPED
+    assert "left to end on its own" in (job.info().error or "")
+
+
+class Busy:
+    def hold(self, gate: threading.Event, entered: threading.Event) -> str:
+        entered.set()
+        gate.wait(60)
+        return "released"
+
+
+def test_shutdown_with_busy_actors_is_parallel_and_answers_every_call() -> None:
+    client = LocalClient(echo_logs=False)
+    gate = threading.Event()
+    actors = [client.create_actor(Busy, name=f"busy{i}") for i in range(8)]
+    futures = []
+    for actor in actors:
+        entered = threading.Event()
+        futures.append(actor.hold.remote(gate, entered))
+        assert entered.wait(DEADLINE_S)
+        futures.append(actor.hold.remote(gate, entered))  # queued behind the running one
+    begin = time.monotonic()
+    client.shutdown()  # 5 s per busy actor, one after another, before (40 s here)
+    assert time.monotonic() - begin < 5
+    for future in futures:  # none stays pending
+        with pytest.raises(ActorDiedError):
+            future.result(timeout=0)
+    gate.set()
+
+
+def test_a_failed_command_that_printed_its_token_does_not_put_it_into_the_error() -> None:
+    env = EnvironmentConfig(env_vars={"MY_API_TOKEN": "s3cr3t-value"})
+    with LocalClient(echo_logs=False) as client:
+        job = client.submit(
+            JobRequest(
+                name="leaky",
+                entrypoint=Entrypoint.from_shell('echo "token is $MY_API_TOKEN"; exit 3'),
+                environment=env,
+            )
+        )
+        with pytest.raises(JobFailedError) as caught:
+            job.wait(timeout=DEADLINE_S)
+        assert "s3cr3t-value" not in str(caught.value)
+        assert "s3cr3t-value" not in (job.info().error or "")
+        assert "token is ***" in (job.info().error or "")
+        assert any("s3cr3t-value" in line for line in job.logs())  # the job's own output

@@ -4,8 +4,9 @@ raises ``InvalidRequestError`` naming the field — never another exception type
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +25,7 @@ from fray import (
     ResourceConfig,
     TpuConfig,
 )
-from fray._types import GPU_TYPES, create_environment, parse_memory
+from fray._types import GPU_TYPES, BinaryEntrypoint, create_environment, parse_memory
 from fray.backend import client_from_spec, parse_client_spec
 
 FUZZ = settings(
@@ -306,6 +307,137 @@ def test_job_info(job_id: Any, name: Any, status: Any, data: dict[str, Any]) -> 
 def test_model_validate_of_junk(data: Any) -> None:
     for model in (ResourceConfig, JobRequest, EnvironmentConfig, ActorConfig, TpuConfig):
         accepts_or_names_field(lambda model=model: model.model_validate(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# No silent coercion: True is not a number, bytes are not text, a string is not a list, a
+# mapping is not its keys, an empty name is not "unset". Over every field of every public type.
+
+MODELS = (CpuConfig, GpuConfig, TpuConfig, ResourceConfig, EnvironmentConfig, Entrypoint)
+MODELS += (JobRequest, ActorConfig, JobInfo)
+NEEDS: dict[type, dict[str, Any]] = {  # the least each needs, so one field at a time is wrong
+    GpuConfig: {"variant": "H100"},
+    TpuConfig: {"variant": "v4-8"},
+    Entrypoint: {"command": ["true"]},
+    JobRequest: {"name": "j", "entrypoint": Entrypoint.from_shell("true")},
+    JobInfo: {"job_id": "j", "name": "j", "status": "pending"},
+}
+
+
+def _kinds(annotation: Any) -> set[Any]:
+    """``Int | None`` -> ``{int}``: the field's types without ``None`` and metadata."""
+    union = get_origin(annotation) in (Union, types.UnionType)
+    found = {
+        get_args(a)[0] if get_origin(a) is Annotated else a
+        for a in (get_args(annotation) if union else (annotation,))
+    }
+    return found - {type(None)}
+
+
+def _fields(*kinds: Any) -> list[tuple[type, str]]:
+    return [
+        (model, name)
+        for model in MODELS
+        for name, info in model.model_fields.items()
+        if _kinds(info.annotation) in [{kind} for kind in kinds]
+    ]
+
+
+NUMBER_FIELDS = _fields(int, float)
+TEXT_FIELDS = _fields(str)
+LIST_FIELDS = _fields(tuple[str, ...], tuple[Any, ...])
+OPTIONAL_NAMES = [
+    (m, n) for m, n in TEXT_FIELDS if m is not JobInfo and m.model_fields[n].default is None
+]
+
+
+def refused_naming(model: type, name: str, value: Any) -> None:
+    """``value`` in field ``name`` is refused, at construction and (where the model may be
+    changed) on assignment, with an error naming that field."""
+    builds = [lambda: model(**{**NEEDS.get(model, {}), name: value})]
+    if not model.model_config.get("frozen"):
+        builds.append(lambda: setattr(model(**NEEDS.get(model, {})), name, value))
+    for build in builds:
+        with pytest.raises(InvalidRequestError) as info:
+            build()
+        assert info.value.field == f"{model.__name__}.{name}"
+
+
+def test_the_walk_finds_the_fields_of_each_kind() -> None:
+    assert {(ResourceConfig, "cpu"), (JobRequest, "replicas"), (JobInfo, "exit_code")} <= set(
+        NUMBER_FIELDS
+    )
+    assert (ActorConfig, "max_concurrency") in NUMBER_FIELDS and (JobRequest, "name") in TEXT_FIELDS
+    assert {(ResourceConfig, "regions"), (Entrypoint, "args")} <= set(LIST_FIELDS)
+    assert {(ResourceConfig, "zone"), (EnvironmentConfig, "workspace")} <= set(OPTIONAL_NAMES)
+
+
+@FUZZ
+@given(
+    field=st.sampled_from(NUMBER_FIELDS),
+    value=st.one_of(st.booleans(), st.text(max_size=4), st.binary(max_size=4)),
+)
+def test_true_or_text_is_never_a_number(field: tuple[type, str], value: Any) -> None:
+    refused_naming(*field, value)
+
+
+@FUZZ
+@given(field=st.sampled_from(TEXT_FIELDS), value=st.binary(max_size=8))
+def test_bytes_are_never_text(field: tuple[type, str], value: bytes) -> None:
+    refused_naming(*field, value)
+
+
+not_lists = st.one_of(
+    st.text(min_size=1, max_size=6),
+    st.dictionaries(st.text(min_size=1, max_size=4), anything, min_size=1, max_size=3),
+)
+
+
+@FUZZ
+@given(field=st.sampled_from(LIST_FIELDS), value=not_lists)
+def test_a_string_or_a_mapping_is_never_a_list(field: tuple[type, str], value: Any) -> None:
+    refused_naming(*field, value)
+
+
+@FUZZ
+@given(args=not_lists)
+def test_entrypoint_helpers_never_split_a_string_or_keep_a_mappings_keys(args: Any) -> None:
+    for build in (
+        lambda: Entrypoint.from_binary("ls", args),
+        lambda: Entrypoint.from_callable(print, args),
+        lambda: Entrypoint(binary_entrypoint=BinaryEntrypoint("ls", args)),
+    ):
+        with pytest.raises(InvalidRequestError) as info:
+            build()
+        assert info.value.field in ("Entrypoint.args", "Entrypoint")
+
+
+@FUZZ
+@given(field=st.sampled_from(OPTIONAL_NAMES), value=st.text(alphabet=" \t\n", max_size=3))
+def test_an_empty_name_is_refused_not_read_as_unset(field: tuple[type, str], value: str) -> None:
+    refused_naming(*field, value)
+
+
+TRUE = Entrypoint.from_shell("true")
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: Entrypoint.from_binary("ls", args="-l"), "Entrypoint.args"),  # pyright: ignore[reportArgumentType]
+        (lambda: ResourceConfig(cpu=True), "ResourceConfig.cpu"),
+        (lambda: ResourceConfig(replicas=True), "ResourceConfig.replicas"),
+        (lambda: JobRequest(name="j", entrypoint=TRUE, replicas=True), "JobRequest.replicas"),  # pyright: ignore[reportArgumentType]
+        (lambda: ActorConfig(max_concurrency=True), "ActorConfig.max_concurrency"),
+        (lambda: JobRequest(name=b"bytes", entrypoint=TRUE), "JobRequest.name"),  # pyright: ignore[reportArgumentType]
+        (lambda: ResourceConfig(regions={"us-central1": 1}), "ResourceConfig.regions"),  # pyright: ignore[reportArgumentType]
+        (lambda: ResourceConfig(zone=""), "ResourceConfig.zone"),
+    ],
+)
+def test_inputs_that_were_silently_coerced(build: Callable[[], Any], field: str) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        build()
+    assert info.value.field == field
 
 
 # ---------------------------------------------------------------------------------------------

@@ -86,6 +86,47 @@ def test_validation_errors_hide_secret_values(name: str, value: str) -> None:
         assert value not in str(info.value) and value not in repr(info.value.value)
 
 
+@settings(max_examples=40, deadline=None, database=None)
+@given(name=secret_names, value=secret_values)
+def test_wrongly_shaped_env_vars_and_secrets_never_show_a_value(name: str, value: str) -> None:
+    """``env_vars`` as pairs or ``NAME=value`` text, and any bad ``secrets`` (whose values are
+    all secret, whatever their names), are refused without the value in the error."""
+    shapes: list[Any] = [
+        [(name, value)],
+        [[name, value]],
+        (name, value),
+        {(name, value)},
+        f"{name}={value}",
+        f"A=1 {name}={value} B=2",
+        {f"{name}={value}": "x"},
+        {(name, value): "x"},
+    ]
+    bad_secrets: list[Any] = [
+        {"plain": value, "bad/name": "x"},
+        {"plain": value, "N": 3},
+        [("plain", value)],
+        f"plain={value}",
+    ]
+    builds: list[Any] = []
+    for env_vars in shapes:
+        builds.append(lambda env_vars=env_vars: EnvironmentConfig(env_vars=env_vars))
+        builds.append(lambda env_vars=env_vars: create_environment(env_vars=env_vars))
+    for secrets in bad_secrets:
+        builds.append(lambda secrets=secrets: EnvironmentConfig(secrets=secrets))
+        builds.append(lambda secrets=secrets: create_environment(secrets=secrets))
+    builds.append(lambda: Entrypoint.from_binary("run", f"{name}={value}"))
+    builds.append(lambda: Entrypoint.from_command(f"{name}={value} run"))
+    for build in builds:
+        with pytest.raises(InvalidRequestError) as info:
+            build()
+        shown = f"{info.value} {info.value.value!r} {info.value.allowed}"
+        assert value not in shown and value[3:] not in shown
+    environment = {"env_vars": shapes[0]}
+    with pytest.raises(InvalidRequestError) as info:
+        JobRequest(name="j", entrypoint=Entrypoint.from_command("t"), environment=environment)  # pyright: ignore[reportArgumentType]
+    assert value not in str(info.value)
+
+
 def leaky_failure() -> None:
     token = os.environ["HF_TOKEN"]
     assert token == SECRET  # the job does get the real value
@@ -260,3 +301,87 @@ def test_nothing_listens_beyond_loopback(client: LocalClient, tmp_path: Path) ->
     new = during - before
     exposed = [(pid, ip, port) for pid, ip, port in new if not ipaddress.ip_address(ip).is_loopback]
     assert exposed == []
+
+
+def read_secrets() -> dict[str, Any]:
+    """What a job sees of its secrets: the folder's mode, each file's mode and value, and
+    which forwarded credentials its environment holds."""
+    folder = Path(os.environ["RIGGING_SECRETS_DIR"])
+    files = {p.name: (mode(p), p.read_text()) for p in sorted(folder.iterdir())}
+    return {
+        "folder": str(folder),
+        "mode": mode(folder),
+        "files": files,
+        "env": {n: os.environ.get(n) for n in ("HF_TOKEN", "WANDB_API_KEY")},
+    }
+
+
+def secrets_job(**environment: Any) -> JobRequest:
+    return JobRequest(
+        name="secrets",
+        entrypoint=Entrypoint.from_callable(read_secrets),
+        environment=EnvironmentConfig(**environment),
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("open_umask")
+@pytest.mark.parametrize("behavior", ["inherit", "isolate"])
+def test_explicit_secrets_reach_a_job_as_private_files_removed_with_it(
+    client: LocalClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, behavior: str
+) -> None:
+    bundle = tmp_path / "bundle"  # the driver's own mounted secrets
+    bundle.mkdir()
+    (bundle / "GCS_KEY").write_text("from-the-bundle\n")
+    monkeypatch.setenv("RIGGING_SECRETS_DIR", str(bundle))
+    monkeypatch.setenv("HF_TOKEN", "hf-of-the-driver")
+    job = client.submit(secrets_job(secrets={"API_TOKEN": SECRET}, secret_behavior=behavior))
+    seen = job.result(timeout=DEADLINE_S)
+    assert seen["mode"] == 0o700
+    assert seen["files"]["API_TOKEN"] == (0o600, SECRET)
+    if behavior == "inherit":  # the driver's bundle, then its forwarded keys, come too
+        assert seen["files"]["GCS_KEY"] == (0o600, "from-the-bundle")
+        assert seen["files"]["HF_TOKEN"] == (0o600, "hf-of-the-driver")
+        assert seen["env"]["HF_TOKEN"] == "hf-of-the-driver"
+    else:  # only the explicit map: not a file, not a variable of the driver's
+        assert set(seen["files"]) == {"API_TOKEN"}
+        assert seen["env"]["HF_TOKEN"] is None
+    assert not Path(seen["folder"]).exists()  # removed with the job
+    for text in (repr(job.info()), repr(job), "\n".join(job.logs())):
+        assert SECRET not in text
+    assert SECRET not in repr(secrets_job(secrets={"API_TOKEN": SECRET}))
+
+
+def test_isolate_without_secrets_still_withholds_the_drivers_credentials(
+    client: LocalClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RIGGING_SECRETS_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_TOKEN", "hf-of-the-driver")
+    seen = client.submit(secrets_job(secret_behavior="isolate")).result(timeout=DEADLINE_S)
+    assert seen["files"] == {} and seen["env"]["HF_TOKEN"] is None
+
+
+def test_inherit_without_secrets_runs_the_job_as_usual(client: LocalClient) -> None:
+    request = secrets_job(secret_behavior="inherit")
+    job = client.submit(
+        JobRequest(
+            name="plain",
+            entrypoint=Entrypoint.from_callable(os.getpid),
+            environment=request.environment,
+        )
+    )
+    assert job.result(timeout=DEADLINE_S) == os.getpid()  # a thread of the driver
+
+
+def test_setup_scripts_are_a_no_op_here_said_once_per_client(
+    client: LocalClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripts = EnvironmentConfig(setup_scripts=["uv sync"], sync_packages=["pkg"])
+    for _ in range(2):
+        request = JobRequest(
+            name="setup", entrypoint=Entrypoint.from_callable(os.getpid), environment=scripts
+        )
+        assert client.submit(request).result(timeout=DEADLINE_S) == os.getpid()
+    said = [r.getMessage() for r in caplog.records if "ignores EnvironmentConfig" in r.getMessage()]
+    assert len(said) == 2  # one per field, once for this client
+    assert any("setup_scripts" in text for text in said)

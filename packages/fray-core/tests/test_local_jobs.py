@@ -173,6 +173,20 @@ def test_env_vars_reach_the_job_in_its_own_process(client: LocalClient) -> None:
     assert list(shell.logs()) == ["value=42"]
 
 
+def process_id() -> int:
+    return os.getpid()
+
+
+def test_env_vars_the_driver_already_has_keep_a_job_in_a_thread(
+    client: LocalClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    same = EnvironmentConfig(env_vars={"TOKENIZERS_PARALLELISM": "false"})
+    assert client.submit(req(process_id, environment=same)).result(timeout=60) == os.getpid()
+    other = EnvironmentConfig(env_vars={"TOKENIZERS_PARALLELISM": "true"})
+    assert client.submit(req(process_id, environment=other)).result(timeout=60) != os.getpid()
+
+
 def test_unpicklable_process_job_is_rejected(client: LocalClient) -> None:
     lock = threading.Lock()
     with pytest.raises(InvalidRequestError, match="must be picklable"):
@@ -573,3 +587,33 @@ def test_temporary_files_go_at_exit_without_shutdown(tmp_path: Any) -> None:
     )
     assert out.stdout.strip() == "1"  # the job's files were there while the client lived
     assert list(tmp_path.glob("fray-local-*")) == []
+
+
+def test_a_handle_over_a_future_of_ones_own_is_a_real_job_handle() -> None:
+    """The predecessor's ``LocalJobHandle(job_id, future)``, as Marin's step runner makes
+    it over its own thread pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fray.local import LocalJobHandle
+
+    gate = threading.Event()
+
+    def step(fail: bool) -> str:
+        gate.wait(30)
+        if fail:
+            raise ValueError("the step broke")
+        return "done"
+
+    with ThreadPoolExecutor(2) as pool:
+        good = LocalJobHandle("local-good", pool.submit(step, False))
+        bad = LocalJobHandle("local-bad", pool.submit(step, True))
+        assert good.job_id == "local-good" and good.status() is JobStatus.RUNNING
+        gate.set()
+        assert wait_all([good], timeout=30) == [JobStatus.SUCCEEDED]
+        assert good.result() == "done"
+        with pytest.raises(JobFailedError, match="the step broke") as caught:
+            bad.wait(timeout=30, raise_on_failure=True)
+        assert isinstance(caught.value.__cause__, ValueError)
+        assert bad.info().status is JobStatus.FAILED
+    with pytest.raises(InvalidRequestError, match="LocalJobHandle"):
+        LocalJobHandle("no-future")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -247,7 +249,8 @@ def test_environment_validation_and_redaction() -> None:
     env = create_environment(
         env_vars={"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "A": "1", "DROP": None}
     )
-    assert env.env_vars == {"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "A": "1"}
+    assert {"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "A": "1"}.items() <= env.env_vars.items()
+    assert "DROP" not in env.env_vars
     text = repr(env)
     assert "hf_abc" not in text and "'***'" in text and "'A': '1'" in text
     assert "hf_abc" not in str(request(environment=env))
@@ -309,3 +312,64 @@ def test_model_copy_revalidates() -> None:
     assert res.model_copy(update={"cpu": 4}).cpu == 4
     with pytest.raises(InvalidRequestError, match="ResourceConfig.cpu"):
         res.model_copy(update={"cpu": -4})
+
+
+def test_create_environment_has_the_predecessors_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MARIN_CI_DISABLE_RUNTIME_ENVS", raising=False)
+    env = create_environment()
+    assert env.workspace == str(tmp_path)
+    assert env.env_vars == {"HF_DATASETS_TRUST_REMOTE_CODE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    assert env.setup_scripts is None and env.secrets == {} and env.secret_behavior == "inherit"
+    monkeypatch.setenv("MARIN_CI_DISABLE_RUNTIME_ENVS", "1")
+    env = create_environment(docker_image="img:1", env_vars={"TOKENIZERS_PARALLELISM": None})
+    assert env.workspace is None and env.docker_image == "img:1"
+    assert env.env_vars == {
+        "HF_DATASETS_TRUST_REMOTE_CODE": "1",
+        "MARIN_CI_DISABLE_RUNTIME_ENVS": "1",
+    }
+    assert create_environment(setup_scripts=[]).setup_scripts == []
+
+
+class SecretBehavior(enum.StrEnum):
+    """Like ``rigging.secrets.SecretBehavior`` (Fray does not depend on marin-rigging)."""
+
+    INHERIT = "inherit"
+    ISOLATE = "isolate"
+
+
+def test_secrets_setup_scripts_and_sync_packages_as_the_predecessor_takes_them() -> None:
+    env = create_environment(
+        setup_scripts=["uv sync"],
+        sync_packages=["marin-core"],
+        secrets={"HF_TOKEN": "hf_s3cr3t", "my.key-1": "other"},
+        secret_behavior=SecretBehavior.ISOLATE,
+    )
+    assert env.secret_behavior == SecretBehavior.ISOLATE == "isolate"
+    assert env.setup_scripts == ["uv sync"] and env.sync_packages == ["marin-core"]
+    assert env.secrets == {"HF_TOKEN": "hf_s3cr3t", "my.key-1": "other"}
+    shown = f"{env!r} {env} {request(environment=env)!r}"
+    assert "hf_s3cr3t" not in shown and "other" not in shown and "'HF_TOKEN': '***'" in shown
+    by_position = EnvironmentConfig(None, None, [], {}, {"K": "v"}, "isolate", ["x"], [], ["p"])
+    assert by_position.secrets == {"K": "v"} and by_position.extras == ["x"]
+    for bad in ({"../up": "v"}, {"K": 3}, ["K", "hunter2"], "K=hunter2"):
+        with pytest.raises(InvalidRequestError) as info:
+            EnvironmentConfig(secrets=bad)  # type: ignore[arg-type]
+        assert info.value.field == "EnvironmentConfig.secrets"
+        assert "hunter2" not in str(info.value)
+    with pytest.raises(InvalidRequestError, match="EnvironmentConfig.secret_behavior"):
+        create_environment(secret_behavior="forward")
+
+
+def test_the_predecessors_call_shapes() -> None:
+    assert Entrypoint.from_callable(c=noop) == Entrypoint.from_callable(fn=noop)
+    assert Entrypoint.from_callable(noop, [1]).args == [1]
+    with pytest.raises(InvalidRequestError, match="give the callable once"):
+        Entrypoint.from_callable(noop, fn=noop)
+    assert ResourceConfig().disk == "64g"
+    a100 = ResourceConfig.with_gpu("A100", count=8)
+    assert isinstance(a100.device, GpuConfig) and a100.device.variant == "A100"
+    assert a100.device.device_flops() == GpuConfig("A100-80G").device_flops()
+    assert GpuConfig("a100").variant == "A100"

@@ -11,6 +11,7 @@ import pytest
 
 from fray import (
     Entrypoint,
+    InvalidRequestError,
     JobFailedError,
     JobRequest,
     JobStatus,
@@ -158,3 +159,22 @@ def test_progress_line_when_forced(client: LocalClient, capsys: pytest.CaptureFi
     assert "jobs: 3/3 done, 0 running, 0 failed" in capsys.readouterr().err
     wait_all(jobs, progress=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("jobs", "kwargs", "field"),
+    [
+        (None, {}, "wait_all.jobs"),
+        ("abc", {}, "wait_all.jobs"),
+        ([1, 2], {}, "wait_all.jobs"),
+        ([], {"timeout": "x"}, "wait_all.timeout"),
+        ([], {"timeout": True}, "wait_all.timeout"),
+        ([], {"timeout": -1}, "wait_all.timeout"),
+        ([], {"progress": "yes"}, "wait_all.progress"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_them(
+    jobs: Any, kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidRequestError, match=rf"^{field}: "):
+        wait_all(jobs, **kwargs)

@@ -305,7 +305,7 @@ def test_delay_then_runs_the_callable_when_polled(client: FakeClient) -> None:
     handle = client.submit(job("slow", record, 5))
     deadline = time.monotonic() + 5
     while handle.status() is not JobStatus.SUCCEEDED and time.monotonic() < deadline:
-        time.sleep(0.005)  # polling status is what moves a delayed job on
+        time.sleep(0.005)  # polling interval of a bounded wait: the timer moves it on
     assert calls == [5]
 
 

@@ -90,9 +90,9 @@ class HostedActor:
             the backend.
     """
 
-    def __init__(self, handle: Any, stop: Callable[[], None]) -> None:
+    def __init__(self, handle: Any, stop: Callable[[], None] | None = None) -> None:
         self.handle = handle
-        self._stop: Callable[[], None] | None = stop
+        self._stop: Callable[[], None] | None = stop or (lambda: None)
         self._lock = threading.Lock()
 
     def shutdown(self) -> None:

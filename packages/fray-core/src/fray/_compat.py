@@ -1,13 +1,15 @@
-"""Names the predecessor's ``fray.types`` had that Fray spells differently: the TPU table as
-a list of ``TpuTopologyInfo`` rows, and the type aliases of its annotations. Facts only: the
-rows come from :mod:`fray.topology`."""
+"""Names the predecessor had that Fray spells differently: the TPU table as a list of
+``TpuTopologyInfo`` rows, the type aliases of its annotations (facts only: the rows come from
+:mod:`fray.topology`), and ``fray.current_client._current_client_var``."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 from fray import topology
+from fray._bound import Bound, bind_client, bound
 
 __all__ = [
     "TPU_TOPOLOGIES",
@@ -15,6 +17,7 @@ __all__ = [
     "GpuType",
     "TpuTopologyInfo",
     "TpuType",
+    "_current_client_var",
     "get_tpu_topology",
 ]
 
@@ -66,3 +69,24 @@ def get_tpu_topology(tpu_type: str) -> TpuTopologyInfo:
             closest known ones).
     """
     return _row(topology.get_tpu_topology(tpu_type))
+
+
+class _ClientVar:
+    """The predecessor's context variable of the client ``set_current_client`` set, as a
+    view of Fray's binding (``fray._bound``): ``get()`` is that client or ``None``, ``set``
+    binds one in this context (keeping the current actor) and ``reset`` undoes it."""
+
+    name = "_current_client_var"
+
+    def get(self, default: Any = None) -> Any:
+        client = bound.get()[0]
+        return default if client is None else client
+
+    def set(self, client: Any) -> contextvars.Token[Bound]:
+        return bind_client(client)
+
+    def reset(self, token: contextvars.Token[Bound]) -> None:
+        bound.reset(token)
+
+
+_current_client_var = _ClientVar()

@@ -12,7 +12,9 @@ from typing import Annotated, Any, Self, cast
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
+    Strict,
     ValidationError,
 )
 
@@ -21,9 +23,14 @@ from fray.errors import InvalidRequestError
 __all__ = [
     "MEMORY_ALLOWED",
     "REDACTED",
+    "Bool",
+    "Float",
+    "Int",
     "Model",
+    "Name",
     "Seq",
     "SeqOf",
+    "Str",
     "StrSeq",
     "as_seq",
     "as_tuple",
@@ -31,6 +38,7 @@ __all__ = [
     "memory_field",
     "parse_memory",
     "redact_env",
+    "redacted",
     "reject_reserved",
 ]
 
@@ -66,7 +74,8 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
             allowed = "this field is required"
         else:
             allowed = _clean_message(item["msg"]).replace("Input should be", "must be")
-        problems.append((field, _redacted(item.get("input")), allowed))
+        value = REDACTED if "secrets" in loc else item.get("input")
+        problems.append((field, redacted(value), allowed))
     field, value, allowed = problems[0]
     if allowed == "this field is required" and len(problems) == 1:
         message = f"{field}: {allowed}"
@@ -77,14 +86,24 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
     return InvalidRequestError(message, field=field, value=value, allowed=allowed)
 
 
-def _redacted(value: Any) -> Any:
-    """``value`` for an error message: values under secret-looking names (at any depth, e.g.
-    a rejected ``env_vars``) are hidden, since error messages end up in logs."""
+def redacted(value: Any) -> Any:
+    """``value`` as an error message may show it: what is named like a secret keeps its name
+    and loses its value, at any depth and in every shape a wrong ``env_vars`` takes (a
+    mapping, ``(name, value)`` pairs, ``"NAME=value"`` text)."""
     if isinstance(value, Mapping):
         return {
-            key: REDACTED if isinstance(key, str) and is_secret_name(key) else _redacted(item)
-            for key, item in cast(Mapping[Any, Any], value).items()
+            redacted(key): REDACTED if isinstance(key, str) and is_secret_name(key) else redacted(v)
+            for key, v in cast(Mapping[Any, Any], value).items()
         }
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [redacted(item) for item in cast(Iterable[Any], value)]
+        if any(isinstance(item, str) and is_secret_name(item) for item in items):
+            items = [i if isinstance(i, str) and is_secret_name(i) else REDACTED for i in items]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, str):
+        for match in _ASSIGNMENT_RE.finditer(value):
+            if is_secret_name(match[1]) and not value.startswith(REDACTED, match.end()):
+                return value[: match.end()] + REDACTED
     return value
 
 
@@ -144,7 +163,7 @@ class Model(BaseModel):
                         raise InvalidRequestError.for_field(
                             f"{type(self).__name__}.{name}",
                             value,
-                            f"field names must be strings, not {keys[0]!r}",
+                            f"field names must be strings, not {redacted(keys[0])!r}",
                         ) from None
             raise
 
@@ -263,16 +282,36 @@ def as_seq(value: tuple[Any, ...] | None) -> Seq | None:
     return None if value is None else Seq(value)
 
 
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """``tuple(value)`` for validators: a string (never split into characters), a mapping
+    (never reduced to its keys) or a non-collection is a ValueError (pydantic reports those;
+    any other exception would escape as itself)."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ValueError(f"give a list, not {type(cast(object, value)).__name__}")
+    return tuple(cast(Iterable[Any], value))
+
+
+def _number(value: Any) -> Any:
+    # Pydantic's lax mode would read True as 1 and "2" as 2.
+    if isinstance(value, bool | str | bytes):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    return value
+
+
+def _filled(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
 SeqOf = Annotated[tuple[Any, ...], AfterValidator(as_seq)]
 StrSeq = Annotated[tuple[str, ...], AfterValidator(as_seq)]
-
-
-def as_tuple(value: Any) -> tuple[Any, ...]:
-    """``tuple(value)`` for validators: not being a collection is a ValueError (pydantic
-    reports those; any other exception would escape as itself)."""
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ValueError(f"give a list, not {type(value).__name__}")
-    return tuple(cast(Iterable[Any], value))
+Int = Annotated[int, BeforeValidator(_number)]
+Float = Annotated[float, BeforeValidator(_number)]
+Str = Annotated[str, Strict()]
+Name = Annotated[str, Strict(), AfterValidator(_filled)]
+"""A non-empty string (a zone, an image, a cluster's name...)."""
+Bool = Annotated[bool, Strict()]
 
 
 def reject_reserved(helper: str, kwargs: Mapping[str, Any], reserved: Mapping[str, str]) -> None:
@@ -298,6 +337,7 @@ def memory_field(value: Any) -> str:
 # Secrets
 
 _SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 REDACTED = "***"
 
 

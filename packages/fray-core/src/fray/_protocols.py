@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
@@ -43,10 +43,26 @@ class JobHandle(Protocol):
         """Stops the job and its children; returns once they are STOPPED."""
         ...
 
+    @overload
     def logs(
-        self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
-    ) -> Iterator[str]:
-        """The job's output lines (stdout and stderr), without trailing newlines.
+        self,
+        max_lines: int | None = 0,
+        *,
+        follow: Literal[False] = False,
+        include_children: bool = False,
+    ) -> tuple[str, ...]: ...
+
+    @overload
+    def logs(
+        self, max_lines: int | None = 0, *, follow: Literal[True], include_children: bool = False
+    ) -> Iterator[str]: ...
+
+    def logs(
+        self, max_lines: int | None = 0, *, follow: bool = False, include_children: bool = False
+    ) -> tuple[str, ...] | Iterator[str]:
+        """The job's output lines (stdout and stderr), without trailing newlines: a tuple of
+        those so far, or with ``follow`` an iterator that also yields new ones until the job
+        (and its children, if included) has finished.
 
         Args:
             max_lines: Only the last ``max_lines`` lines so far, then (with ``follow``) the
@@ -170,7 +186,7 @@ class Client(Protocol):
 
     scheme: str
 
-    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> JobHandle:
+    def submit(self, request: JobRequest, adopt_existing: bool = True) -> JobHandle:
         """Starts a job.
 
         Args:

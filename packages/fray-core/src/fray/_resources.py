@@ -14,7 +14,19 @@ from pydantic import (
 )
 
 from fray import topology as _tpu
-from fray._model import Model, StrSeq, as_tuple, memory_field, parse_memory, reject_reserved
+from fray._model import (
+    Bool,
+    Float,
+    Int,
+    Model,
+    Name,
+    Str,
+    StrSeq,
+    as_tuple,
+    memory_field,
+    parse_memory,
+    reject_reserved,
+)
 from fray.errors import InvalidRequestError
 
 __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
@@ -25,23 +37,28 @@ __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfi
 GPU_TYPES: tuple[str, ...] = (
     "A10",
     "A10G",
+    "A100",
     "A100-40G",
     "A100-80G",
     "B100",
     "B200",
     "GB200",
     "GB300",
+    "GH200",
     "H100",
     "H200",
     "L4",
+    "L40",
     "L40S",
     "MI300X",
+    "RTX4090",
     "T4",
     "V100",
     "auto",
 )
 """GPU variants ``GpuConfig`` accepts (case-insensitive); ``auto`` takes whatever GPU the
-backend has. GB200, GB300, L40S and MI300X came with the predecessor's 0.2.227 line."""
+backend has, ``A100`` any A100 (40 or 80 GB). GB200, GB300, L40S and MI300X came with the
+predecessor's 0.2.227 line; GH200, L40 and RTX4090 are names Iris's GPU specs give."""
 
 ANY_REGION = "*"
 """``regions=[ANY_REGION]``: run in any region, on every backend (``regions=None`` means the
@@ -79,9 +96,9 @@ class GpuConfig(Model):
         count: GPUs per replica, at least 1.
     """
 
-    variant: str
+    variant: Str
     kind: Literal["gpu"] = "gpu"
-    count: int = Field(default=1, ge=1)
+    count: Int = Field(default=1, ge=1)
 
     @field_validator("variant")
     @classmethod
@@ -129,7 +146,7 @@ class TpuConfig(Model):
 
     variant: str
     kind: Literal["tpu"] = "tpu"
-    topology: str | None = None
+    topology: Name | None = None
 
     @field_validator("variant", mode="before")
     @classmethod
@@ -199,7 +216,7 @@ def _scaled_size(size: str, factor: float) -> str:
 DeviceConfig = Annotated[CpuConfig | GpuConfig | TpuConfig, Field(discriminator="kind")]
 
 
-DEFAULT_DISK = "16g"
+DEFAULT_DISK = "64g"
 """``ResourceConfig.disk`` unless given."""
 TPU_DEFAULT_DISK = "50g"
 """``ResourceConfig.with_tpu``'s ``disk`` unless given."""
@@ -240,18 +257,18 @@ class ResourceConfig(Model):
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
-    cpu: float = Field(default=1, ge=0)
+    cpu: Float = Field(default=1, ge=0)
     ram: str = "4g"
     disk: str = DEFAULT_DISK
     device: DeviceConfig = Field(default_factory=CpuConfig)
-    preemptible: bool = True
+    preemptible: Bool = True
     regions: StrSeq | None = None
-    zone: str | None = None
-    target_cluster: str | None = None
-    replicas: int = Field(default=1, ge=1)
+    zone: Name | None = None
+    target_cluster: Name | None = None
+    replicas: Int = Field(default=1, ge=1)
     device_alternatives: StrSeq | None = None
-    image: str | None = None
-    container_profile: str | None = None
+    image: Name | None = None
+    container_profile: Name | None = None
 
     @field_validator("ram", "disk", mode="before")
     @classmethod

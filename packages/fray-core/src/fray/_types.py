@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Self, cast
@@ -17,19 +18,26 @@ from typing import Any, Literal, Self, cast
 from pydantic import (
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from fray._model import (
+    REDACTED,
+    Float,
+    Int,
     Model,
+    Name,
     Seq,
     SeqOf,
+    Str,
     StrSeq,
     as_tuple,
     is_secret_name,
     parse_memory,
     redact_env,
+    redacted,
 )
 from fray._resources import (
     GPU_TYPES,
@@ -65,7 +73,11 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Environment
 
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RULES = {
+    "env_vars": ("env var", re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z"), "not starting with a digit"),
+    "secrets": ("secret", re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z"), "'.' and '-' inside"),
+}
+_DEFAULT_ENV = {"HF_DATASETS_TRUST_REMOTE_CODE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 class EnvironmentConfig(Model):
@@ -79,51 +91,63 @@ class EnvironmentConfig(Model):
         env_vars: Environment variables. Values of names that look secret (``*TOKEN*``,
             ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``) are redacted in reprs and records.
             ``None`` values are dropped.
+        secrets: Credentials by name, delivered to the job as files; their values never
+            appear in a repr or an error.
+        secret_behavior: ``"inherit"`` (the driver's available credentials are forwarded
+            too) or ``"isolate"`` (only ``secrets``); rigging's ``SecretBehavior`` works.
         extras: Optional-dependency extras of the workspace project to install.
+        setup_scripts: Scripts run before the job where the backend runs setup scripts
+            (Iris): ``None`` for the backend's default, ``[]`` for none.
+        sync_packages: Workspace members the default setup installs (empty: all).
     """
 
-    workspace: str | None = None
-    docker_image: str | None = None
+    workspace: Name | None = None
+    docker_image: Name | None = None
     pip_packages: StrSeq = Seq()
     env_vars: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(default_factory=dict)
+    secret_behavior: Literal["inherit", "isolate"] = "inherit"
     extras: StrSeq = Seq()
+    setup_scripts: StrSeq | None = None
+    sync_packages: StrSeq = Seq()
 
-    @field_validator("pip_packages", "extras", mode="before")
+    @field_validator("pip_packages", "extras", "setup_scripts", "sync_packages", mode="before")
     @classmethod
-    def _names(cls, value: Any) -> Any:
+    def _names(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str):
             raise ValueError("give a list of strings, not a single string")
         if value is None:
-            return ()
+            return None if info.field_name == "setup_scripts" else ()
         value = as_tuple(value)
         for item in value:
             if not isinstance(item, str) or not item.strip():
                 raise ValueError("every entry must be a non-empty string")
         return value
 
-    @field_validator("env_vars", mode="before")
+    @field_validator("env_vars", "secrets", mode="before")
     @classmethod
-    def _env(cls, value: Any) -> Any:
+    def _named_values(cls, value: Any, info: ValidationInfo) -> Any:
+        what, name_re, also = _NAME_RULES[cast(str, info.field_name)]
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            raise ValueError("env_vars must be a mapping of names to string values")
+            raise ValueError(f"{info.field_name} must be a mapping of names to string values")
         out: dict[str, str] = {}
         items = cast(Mapping[Any, Any], value)
         for key, item in items.items():
-            if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
-                raise ValueError(
-                    f"env var name {key!r} must be letters, digits and '_', not starting "
-                    "with a digit"
-                )
+            if not isinstance(key, str):
+                raise ValueError(f"{what} names must be strings, not {type(key).__name__}")
+            if not name_re.match(key):
+                shown = redacted(key)
+                raise ValueError(f"{what} name {shown!r} must be letters, digits and '_', {also}")
             if item is None:
                 continue
             if not isinstance(item, str):
                 raise ValueError(
-                    f"env var {key} must have a string value, got {type(item).__name__}"
+                    f"{what} {key} must have a string value, got {type(item).__name__}"
                 )
             if "\x00" in item:
-                raise ValueError(f"env var {key} contains a NUL byte")
+                raise ValueError(f"{what} {key} contains a NUL byte")
             out[key] = item
         return out
 
@@ -135,6 +159,8 @@ class EnvironmentConfig(Model):
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
+            if name == "secrets":
+                value = dict.fromkeys(value, REDACTED)
             yield name, (redact_env(value) if name == "env_vars" else value)
 
     @classmethod
@@ -149,15 +175,31 @@ def create_environment(
     pip_packages: Sequence[str] | None = None,
     env_vars: Mapping[str, str | None] | None = None,
     extras: Sequence[str] | None = None,
+    setup_scripts: Sequence[str] | None = None,
+    sync_packages: Sequence[str] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    secret_behavior: str = "inherit",
 ) -> EnvironmentConfig:
-    """Builds an :class:`EnvironmentConfig`, dropping env vars whose value is ``None``."""
-    # The model's validators check the shapes (and drop None values) with clear errors.
+    """Builds an :class:`EnvironmentConfig` with the predecessor's defaults: ``workspace``
+    is the current directory unless a ``docker_image`` is given, and ``env_vars`` add to
+    ``HF_DATASETS_TRUST_REMOTE_CODE=1``, ``TOKENIZERS_PARALLELISM=false`` and, when the
+    driver sets it, ``MARIN_CI_DISABLE_RUNTIME_ENVS``; a ``None`` value drops a variable."""
+    if workspace is None and docker_image is None:
+        workspace = os.getcwd()
+    env: Any = env_vars  # not a mapping: the model refuses it, naming the field
+    if env_vars is None or isinstance(env_vars, Mapping):
+        ci = os.environ.get("MARIN_CI_DISABLE_RUNTIME_ENVS")
+        env = {**_DEFAULT_ENV, "MARIN_CI_DISABLE_RUNTIME_ENVS": ci, **(env_vars or {})}
     fields: dict[str, Any] = {
         "workspace": workspace,
         "docker_image": docker_image,
-        "pip_packages": () if pip_packages is None else pip_packages,
-        "env_vars": {} if env_vars is None else env_vars,
-        "extras": () if extras is None else extras,
+        "pip_packages": pip_packages,
+        "env_vars": env,
+        "secrets": secrets,
+        "secret_behavior": secret_behavior,
+        "extras": extras,
+        "setup_scripts": setup_scripts,
+        "sync_packages": sync_packages,
     }
     return EnvironmentConfig(**fields)
 
@@ -217,7 +259,7 @@ class Entrypoint(Model):
         if binary is not None:
             if not isinstance(binary, BinaryEntrypoint):
                 raise ValueError("binary_entrypoint must be a BinaryEntrypoint")
-            fields["command"] = (binary.command, *binary.args)
+            fields["command"] = (binary.command, *as_tuple(binary.args))
         return fields
 
     @field_validator("command", mode="before")
@@ -269,26 +311,28 @@ class Entrypoint(Model):
     @classmethod
     def from_callable(
         cls,
-        fn: Callable[..., Any],
+        c: Callable[..., Any] | None = None,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
+        *,
+        fn: Callable[..., Any] | None = None,
     ) -> Entrypoint:
-        """Runs ``fn(*args, **kwargs)``; the return value is the job's result."""
-        if not callable(fn):
+        """Runs ``c(*args, **kwargs)``; the return value is the job's result. ``fn=`` is
+        another name for ``c``."""
+        if (c is None) == (fn is None):
             raise InvalidRequestError.for_field(
-                "Entrypoint.callable", fn, "must be a callable (a function, method or class)"
+                "Entrypoint.callable", (c, fn), "give the callable once: by position, c= or fn="
             )
-        try:
-            args_tuple = as_tuple(args)
-        except ValueError:
+        target = c if c is not None else fn
+        if not callable(target):
             raise InvalidRequestError.for_field(
-                "Entrypoint.args", args, "give the positional arguments as a list or tuple"
-            ) from None
+                "Entrypoint.callable", target, "must be a callable (a function, method or class)"
+            )
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise InvalidRequestError.for_field(
                 "Entrypoint.kwargs", kwargs, "give the keyword arguments as a dict, or None"
             )
-        return cls(callable=fn, args=args_tuple, kwargs=dict(kwargs or {}))
+        return cls(callable=target, args=_args(args), kwargs=dict(kwargs or {}))
 
     @classmethod
     def from_command(cls, *argv: str | Sequence[str]) -> Entrypoint:
@@ -320,7 +364,7 @@ class Entrypoint(Model):
     @classmethod
     def from_binary(cls, command: str, args: Sequence[str] = ()) -> Entrypoint:
         """Runs ``command`` with ``args`` (same as ``from_command(command, *args)``)."""
-        return cls(command=(command, *args))
+        return cls(command=(command, *_args(args)))
 
     def describe(self) -> str:
         """A short human description (the function's name or the command line)."""
@@ -328,6 +372,15 @@ class Entrypoint(Model):
             return " ".join(self.command)
         fn = self.callable
         return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _args(value: Any) -> tuple[Any, ...]:
+    try:
+        return as_tuple(value)
+    except ValueError:
+        raise InvalidRequestError.for_field(
+            "Entrypoint.args", value, "give the arguments as a list or tuple (not a str or dict)"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,16 +472,16 @@ class JobRequest(Model):
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
-    name: str
+    name: Str
     entrypoint: Entrypoint
     resources: ResourceConfig = Field(default_factory=ResourceConfig)
     environment: EnvironmentConfig | None = None
-    replicas: int | None = Field(default=None, ge=1)
-    processes_per_task: int = Field(default=1, ge=1)
-    max_retries_failure: int = Field(default=0, ge=0)
-    max_retries_preemption: int = Field(default=100, ge=0)
-    max_task_failures: int = Field(default=0, ge=0)
-    priority: int = 0
+    replicas: Int | None = Field(default=None, ge=1)
+    processes_per_task: Int = Field(default=1, ge=1)
+    max_retries_failure: Int = Field(default=0, ge=0)
+    max_retries_preemption: Int = Field(default=100, ge=0)
+    max_task_failures: Int = Field(default=0, ge=0)
+    priority: Int = 0
     timeout: float | None = None
     scheduling_timeout: float | None = None
     isolation: Literal["auto", "thread", "process"] = "auto"
@@ -490,10 +543,10 @@ class ActorConfig(Model):
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
-    max_concurrency: int = Field(default=1, ge=1)
-    max_restarts: int | None = Field(default=None, ge=-1)
-    max_task_retries: int | None = Field(default=None, ge=-1)
-    priority: int = 0
+    max_concurrency: Int = Field(default=1, ge=1)
+    max_restarts: Int | None = Field(default=None, ge=-1)
+    max_task_retries: Int | None = Field(default=None, ge=-1)
+    priority: Int = 0
 
 
 class JobInfo(Model):
@@ -518,18 +571,18 @@ class JobInfo(Model):
             the cluster lacks), where the backend says.
     """
 
-    job_id: str
-    name: str
+    job_id: Str
+    name: Str
     status: JobStatus
-    attempts: int = 0
-    preemptions: int = 0
-    failures: int = 0
-    error: str | None = None
-    exit_code: int | None = None
-    parent: str | None = None
-    children: tuple[str, ...] = ()
-    replicas: int = 1
-    submitted_at: float | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    pending_reason: str | None = None
+    attempts: Int = 0
+    preemptions: Int = 0
+    failures: Int = 0
+    error: Str | None = None
+    exit_code: Int | None = None
+    parent: Str | None = None
+    children: tuple[Str, ...] = ()
+    replicas: Int = 1
+    submitted_at: Float | None = None
+    started_at: Float | None = None
+    finished_at: Float | None = None
+    pending_reason: Str | None = None

@@ -52,61 +52,6 @@ class _Progress:
         self._drawn = not final
 
 
-def _wait_futures(futures: list[Any], timeout: float | None, raise_on_failure: bool) -> list[Any]:
-    """``wait_all`` over actor futures: their results, in input order, failing fast."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    finished: queue.SimpleQueue[int] = queue.SimpleQueue()
-    polled: list[int] = []
-    for index, future in enumerate(futures):
-        add_callback = getattr(future, "add_done_callback", None)
-        if add_callback is None:
-            polled.append(index)
-        else:
-            add_callback(lambda _f, i=index: finished.put(i))  # pyright: ignore[reportUnknownLambdaType]
-    results: list[Any] = [None] * len(futures)
-    pending = set(range(len(futures)))
-    interval = _POLL_START_S
-
-    def collect(index: int) -> None:
-        try:
-            results[index] = futures[index].result(timeout=0)
-        except BaseException as exc:
-            if raise_on_failure:
-                raise
-            results[index] = exc
-        pending.discard(index)
-
-    while pending:
-        for index in [i for i in polled if i in pending and futures[i].done()]:
-            collect(index)
-        while True:
-            try:
-                index = finished.get_nowait()
-            except queue.Empty:
-                break
-            if index in pending:
-                collect(index)
-        if not pending:
-            break
-        wait_for = interval if polled else _PROGRESS_EVERY_S
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise JobTimeoutError(
-                    f"wait_all timed out after {timeout}s with {len(pending)} of "
-                    f"{len(futures)} actor calls unfinished"
-                )
-            wait_for = min(wait_for, left)
-        try:
-            index = finished.get(timeout=wait_for)
-        except queue.Empty:
-            interval = min(interval * 1.5, _POLL_MAX_S)
-            continue
-        if index in pending:
-            collect(index)
-    return results
-
-
 def _check(jobs: Any, timeout: Any, progress: Any) -> list[Any]:
     from fray.errors import InvalidRequestError
 
@@ -168,18 +113,46 @@ def wait_all(
     from fray._types import JobStatus
 
     handles = _check(jobs, timeout, progress)
-    if not handles:
-        return []
-    futures = [not hasattr(h, "status") and callable(getattr(h, "result", None)) for h in handles]
-    if all(futures):
-        return _wait_futures(handles, timeout, raise_on_failure)
-    if any(futures):
+    kinds = {not hasattr(h, "status") and callable(getattr(h, "result", None)) for h in handles}
+    if len(kinds) > 1:
         from fray.errors import InvalidRequestError
 
         raise InvalidRequestError.for_field(
             "wait_all.jobs", handles, "give job handles or actor futures, not both at once"
         )
-    deadline = None if timeout is None else time.monotonic() + timeout
+    futures = kinds == {True}
+    total = len(handles)
+    results: list[Any] = [None] * total
+    pending = set(range(total))
+    failed = 0
+    bar = _Progress(False if futures else progress, total, sys.stderr)
+
+    def settle(index: int) -> None:
+        nonlocal failed
+        handle = handles[index]
+        if index not in pending:
+            return
+        if futures:
+            if not handle.done():
+                return
+            try:
+                results[index] = handle.result(timeout=0)
+            except BaseException as exc:
+                if raise_on_failure:
+                    raise
+                results[index] = exc
+        else:
+            status = results[index] = handle.status()
+            if not status.is_finished:
+                return
+            if status is JobStatus.FAILED:
+                failed += 1
+                if raise_on_failure:
+                    bar.update(total - len(pending) + 1, failed, final=True)
+                    # The handle raises its own JobFailedError, with the cause chained.
+                    handle.wait(timeout=0, raise_on_failure=True)
+        pending.discard(index)
+
     events: queue.SimpleQueue[int] = queue.SimpleQueue()
     polled: list[int] = []
     for index, handle in enumerate(handles):
@@ -188,62 +161,35 @@ def wait_all(
             polled.append(index)
         else:
             add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
-
-    statuses: list[JobStatus | None] = [None] * len(handles)
-    remaining = len(handles)
-    failed = 0
-    bar = _Progress(progress, len(handles), sys.stderr)
-    poll_interval = _POLL_START_S
-
-    def settle(index: int) -> None:
-        nonlocal remaining, failed
-        if statuses[index] is not None:
-            return
-        status = handles[index].status()
-        if not status.is_finished:
-            return
-        statuses[index] = status
-        remaining -= 1
-        if status is JobStatus.FAILED:
-            failed += 1
-            if raise_on_failure:
-                bar.update(len(handles) - remaining, failed, final=True)
-                # The handle raises its own JobFailedError, with the cause chained.
-                handles[index].wait(timeout=0, raise_on_failure=True)
-
+    deadline = None if timeout is None else time.monotonic() + timeout
+    interval = _POLL_START_S
     looked = False  # a timeout is only raised after one look at the jobs
     while True:
         for index in polled:
             settle(index)
-        if polled:
-            polled = [i for i in polled if statuses[i] is None]
-        while True:  # whatever finished meanwhile
-            try:
-                settle(events.get_nowait())
-            except queue.Empty:
-                break
-        bar.update(len(handles) - remaining, failed)
-        if remaining == 0:
+        polled = [i for i in polled if i in pending]
+        while not events.empty():  # whatever finished meanwhile
+            settle(events.get())
+        bar.update(total - len(pending), failed)
+        if not pending:
             break
         now = time.monotonic()
         if deadline is not None and now >= deadline and looked:
-            bar.update(len(handles) - remaining, failed, final=True)
-            pending = [handles[i].job_id for i, s in enumerate(statuses) if s is None]
-            shown = ", ".join(pending[:5]) + (", ..." if len(pending) > 5 else "")
+            bar.update(total - len(pending), failed, final=True)
+            what = "actor calls" if futures else "jobs"
+            unfinished = [] if futures else [handles[i].job_id for i in sorted(pending)]
+            shown = ": " + ", ".join(unfinished[:5]) + (", ..." if len(unfinished) > 5 else "")
             raise JobTimeoutError(
-                f"wait_all timed out after {timeout}s with {len(pending)} of {len(handles)} "
-                f"jobs unfinished: {shown}"
+                f"wait_all timed out after {timeout}s with {len(pending)} of {total} {what} "
+                f"unfinished{shown if unfinished else ''}"
             )
-        wait_for = poll_interval if polled else _PROGRESS_EVERY_S
+        wait_for = interval if polled else _PROGRESS_EVERY_S
         if deadline is not None:
             wait_for = min(wait_for, max(deadline - now, 0.0))
         looked = True
         try:
-            index = events.get(timeout=wait_for)
+            settle(events.get(timeout=wait_for))
         except queue.Empty:
-            if polled:
-                poll_interval = min(poll_interval * 1.5, _POLL_MAX_S)
-            continue
-        settle(index)
-    bar.update(len(handles), failed, final=True)
-    return [s for s in statuses if s is not None]
+            interval = min(interval * 1.5, _POLL_MAX_S)
+    bar.update(total, failed, final=True)
+    return results

@@ -30,6 +30,7 @@ __all__ = [
 logger = logging.getLogger("fray.current_client")
 
 _LAZY = {
+    "_current_client_var": ("fray._compat", "_current_client_var"),
     "Client": ("fray._protocols", "Client"),
     "LocalClient": ("fray.local", "LocalClient"),
     "FrayIrisClient": ("fray.iris_backend", "FrayIrisClient"),

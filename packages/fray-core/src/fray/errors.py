@@ -62,7 +62,11 @@ class InvalidRequestError(FrayError, ValueError):
 
     @classmethod
     def for_field(cls, field: str, value: Any, allowed: str) -> InvalidRequestError:
-        """Builds the standard message: the field, the bad value and what is allowed."""
+        """Builds the standard message: the field, the bad value (what is named like a secret
+        keeps its name and loses its value) and what is allowed."""
+        from fray._model import redacted  # only on this error path: keeps `import fray` light
+
+        value = redacted(value)
         return cls(
             f"{field}: {value!r} is not valid; {allowed}", field=field, value=value, allowed=allowed
         )

@@ -28,6 +28,7 @@ from fray._types import (
     JobRequest,
     JobStatus,
     create_environment,
+    parse_memory,
 )
 from fray.topology import (
     DEFAULT_TPU_HOST_FRACTION,
@@ -66,6 +67,7 @@ __all__ = [
     "TpuType",
     "create_environment",
     "get_tpu_topology",
+    "parse_memory",
     "tpu_family",
     "tpu_hbm_bytes_per_chip",
     "tpu_hbm_capacity_bytes",

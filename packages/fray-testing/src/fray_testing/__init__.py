@@ -66,29 +66,17 @@ __all__ = [
     "forbid_real_backends",
 ]
 
+
 _MODULES = {
-    "FakeActorFuture": "_fake",
-    "FakeActorGroup": "_fake",
-    "FakeActorHandle": "_fake",
-    "FakeActorMethod": "_fake",
-    "REAL_BACKENDS": "_backends",
-    "RealBackendError": "_backends",
-    "forbid_real_backends": "_backends",
-    "FakeClient": "_fake",
-    "FakeJobHandle": "_fake",
-    "Delay": "_outcomes",
-    "Fail": "_outcomes",
-    "Hang": "_outcomes",
-    "Outcome": "_outcomes",
-    "Preempt": "_outcomes",
-    "Run": "_outcomes",
-    "SimulatedPreemption": "_outcomes",
-    "Succeed": "_outcomes",
-    "ActorCall": "_records",
-    "ActorCreation": "_records",
-    "JobSubmission": "_records",
-    "Record": "_records",
-}
+    name: module
+    for module, names in {
+        "_backends": ("REAL_BACKENDS", "RealBackendError", "forbid_real_backends"),
+        "_fake": ("FakeActorFuture", "FakeActorGroup", "FakeActorHandle", "FakeActorMethod"),
+        "_outcomes": ("Delay", "Fail", "Hang", "Outcome", "Preempt", "Run", "Succeed"),
+        "_records": ("ActorCall", "ActorCreation", "JobSubmission", "Record"),
+    }.items()
+    for name in names
+} | {"FakeClient": "_fake", "FakeJobHandle": "_fake", "SimulatedPreemption": "_outcomes"}
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -1,18 +1,16 @@
 """FakeClient: a scripted, recording Fray client for unit tests, on Fray's own engine.
 
 A job's attempts follow its script (:mod:`fray_testing._outcomes`): by default the callable
-runs in-process, inside ``submit()``, in the caller's thread (with ``fray.current_client()``
-set to the fake, so jobs it submits become its children). Retries, budgets, deadlines,
-terminate and the history are the engine's, as on every backend. Actors are the local
-backend's in-process actors, run in the caller's thread, with every creation and call
-recorded.
+runs inside ``submit()``, in the caller's thread, with ``fray.current_client()`` the fake.
+Retries, budgets, deadlines, terminate and the history are the engine's, as on every
+backend. Actors are the local backend's in-process actors, run in the caller's thread, with
+every creation and call recorded.
 """
 
 from __future__ import annotations
 
 import contextvars
 import itertools
-import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any
@@ -57,27 +55,9 @@ class FakeActorFuture(Future[Any]):
 
 
 class FakeJobHandle(BaseJobHandle):
-    """Handle to a :class:`FakeClient` job; satisfies ``fray.JobHandle``. Looking at the job
-    (``status``, ``wait``, ``logs``, ``info``) first moves on a job whose ``Delay`` is over."""
+    """Handle to a :class:`FakeClient` job; satisfies ``fray.JobHandle``."""
 
     __slots__ = ()
-
-
-class _Script:
-    """A job's remaining steps, and the end of the delay it is in (``FakeClient.data``)."""
-
-    __slots__ = ("delay", "steps")
-
-    def __init__(self, steps: Iterator[Step]) -> None:
-        self.steps = steps
-        self.delay: tuple[float, int] | None = None  # (monotonic end, attempt)
-
-
-class _Failure:
-    """A scripted actor-call failure (see :meth:`FakeClient.fail_actor_call`)."""
-
-    def __init__(self, names: set[str], method: str | None, error: Any, times: int | None):
-        self.names, self.method, self.error, self.remaining = names, method, error, times
 
 
 class FakeClient(BaseClient):
@@ -120,12 +100,14 @@ class FakeClient(BaseClient):
         target: str | None = None,
     ) -> None:
         super().__init__(target, "FakeClient.target")
+        if handler is not None and not callable(handler):
+            raise InvalidRequestError.for_field("FakeClient.handler", handler, "a callable or None")
         self._handler = handler
         self.run_callables = run_callables
         self._scripts: dict[Any, list[Script]] = {}
         self._events: list[Record] = []
         self._ids = itertools.count(1)
-        self._failures: list[_Failure] = []
+        self._failures: list[list[Any]] = []
         self._actors = InProcessActors(
             self, synchronous=True, on_call=self._on_call, future_type=FakeActorFuture
         )
@@ -137,9 +119,6 @@ class FakeClient(BaseClient):
         """Builds a client from the spec ``fake`` or ``fake?target=ray``."""
         spec.reject_unknown({"target"}, address=False)
         return cls(target=spec.params.get("target"))
-
-    def __repr__(self) -> str:
-        return f"FakeClient(jobs={len(self._jobs)}, events={len(self._events)})"
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -233,9 +212,8 @@ class FakeClient(BaseClient):
 
     # -- jobs: the engine's hooks ------------------------------------------------------------
 
-    def _prepare(self, request: JobRequest) -> _Script:
-        script = self._script_for(request)
-        return _Script(script.steps(self._default(request)))
+    def _prepare(self, request: JobRequest) -> Iterator[Step]:
+        return self._script_for(request).steps(self._default(request))  # the record's data
 
     def _serial(self) -> str:
         return str(next(self._ids))
@@ -245,7 +223,7 @@ class FakeClient(BaseClient):
         super()._launch(job, adopt_existing)
 
     def _start_attempt(self, job: JobRecord) -> Outcome | None:
-        step: Step = next(job.data.steps)
+        step: Step = next(job.data)
         if step.kind == "hang" and step.value:  # never placed
             return None
         job.placed()
@@ -255,21 +233,13 @@ class FakeClient(BaseClient):
 
     def _take(self, job: JobRecord, step: Step) -> Outcome | None:
         """The attempt's outcome from ``step`` (``None``: it goes on)."""
-        if step.kind == "delay":
-            # The start of an attempt, not an attempt of its own: ``then`` ends it.
-            with job.lock:
-                job.data.delay = (time.monotonic() + step.value, job.attempts)
-            self._call_later(step.value, self._after_delay, job)
+        if step.kind == "delay":  # the start of an attempt, not one of its own: ``then`` ends it
+            self._call_later(step.value, self._after_delay, job, job.begun)
             return None
-        if step.kind == "hang":
-            return None
-        if step.kind == "succeed":
-            return Outcome.succeeded(step.value)
-        if step.kind == "fail":
-            return Outcome.failed(step.value)
-        if step.kind == "preempt":
-            return Outcome.preempted(step.value)
-        return self._run(job)
+        ends = {"succeed": Outcome.succeeded, "fail": Outcome.failed, "preempt": Outcome.preempted}
+        if step.kind in ends:
+            return ends[step.kind](step.value)
+        return None if step.kind == "hang" else self._run(job)
 
     def _run(self, job: JobRecord) -> Outcome:
         request = job.request
@@ -294,35 +264,16 @@ class FakeClient(BaseClient):
                 return Outcome.failed(exc)
         return Outcome.succeeded(values[0] if len(values) == 1 else values)
 
-    def _after_delay(self, job: JobRecord) -> None:
-        """A delay is over: the attempt goes on, in whichever thread gets here first."""
-        with job.lock:
-            delay = job.data.delay
-            if delay is None or delay[0] > time.monotonic() or job.phase is not Phase.RUNNING:
-                return
-            job.data.delay = None
-            if delay[1] != job.attempts:
-                return
-        outcome = self._take(job, next(job.data.steps))
-        if outcome is not None:
-            job.report(outcome)
-
-    def _refresh(self, job: JobRecord) -> float | None:
-        delay = job.data.delay if isinstance(job.data, _Script) else None
-        if delay is None:
-            return None
-        left = delay[0] - time.monotonic()
-        if left > 0:
-            return left
-        self._after_delay(job)
-        return None
+    def _after_delay(self, job: JobRecord, attempt: int) -> None:
+        """A delay is over (from the engine's timer thread): the attempt goes on."""
+        if job.phase is Phase.RUNNING and job.begun == attempt:
+            outcome = self._take(job, next(job.data))
+            if outcome is not None:
+                job.report(outcome)
 
     def _cancel_attempt(self, job: JobRecord) -> float:
         # A hanging or delayed attempt stops now; a callable running in another thread
         # cannot be interrupted: the job ends all the same and its value is dropped.
-        with job.lock:
-            if isinstance(job.data, _Script):
-                job.data.delay = None
         job.report(Outcome.stopped())
         return 0.0
 
@@ -382,16 +333,13 @@ class FakeClient(BaseClient):
 
     def _take_failure(self, name: str, group: str, method: str) -> BaseException | None:
         with self._lock:
-            for scripted in self._failures:
-                if (name in scripted.names or group in scripted.names) and scripted.method in (
-                    None,
-                    method,
-                ):
-                    if scripted.remaining is not None:
-                        scripted.remaining -= 1
-                        if scripted.remaining == 0:
+            for scripted in self._failures:  # [names, method, error, calls left or None]
+                names, only, error, left = scripted
+                if {name, group} & names and only in (None, method):
+                    if left is not None:
+                        scripted[3] = left - 1
+                        if left == 1:
                             self._failures.remove(scripted)
-                    error = scripted.error
                     if error is None:
                         return ActorDiedError(
                             f"actor {name} died during {method}() (scripted by FakeClient)"
@@ -426,7 +374,7 @@ class FakeClient(BaseClient):
         # Scripted before the actor exists is fine: matched by name when called.
         names = {a.name for a in self._actors.matching(actor)} | {actor}
         with self._lock:
-            self._failures.append(_Failure(names, method, error, times))
+            self._failures.append([names, method, error, times])
 
     def kill_actor(self, actor: str) -> None:
         """Kills the actor (or every actor of the group) named ``actor``: status FAILED,

@@ -10,6 +10,7 @@ attempt exactly as a real one would.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -53,11 +54,6 @@ class Outcome:
         raise NotImplementedError
 
 
-def _repeat(step: Step) -> Iterator[Step]:
-    while True:
-        yield step
-
-
 @dataclasses.dataclass(frozen=True)
 class Run(Outcome):
     """Run the job's callable in-process; its return value or exception is the outcome.
@@ -72,7 +68,7 @@ class Run(Outcome):
 
     def steps(self, default: Outcome) -> Iterator[Step]:
         """Every attempt runs the callable."""
-        return _repeat(Step("run", logs=tuple(self.logs)))
+        return itertools.repeat(Step("run", logs=tuple(self.logs)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +85,7 @@ class Succeed(Outcome):
 
     def steps(self, default: Outcome) -> Iterator[Step]:
         """One attempt, which succeeds."""
-        return _repeat(Step("succeed", self.value, tuple(self.logs)))
+        return itertools.repeat(Step("succeed", self.value, tuple(self.logs)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,9 +118,7 @@ class Fail(Outcome):
 
     def steps(self, default: Outcome) -> Iterator[Step]:
         """``times`` failing attempts, then ``then``'s."""
-        count = 0
-        while self.times is None or count < self.times:
-            count += 1
+        for _ in itertools.repeat(None) if self.times is None else range(self.times):
             yield Step("fail", self.make_error(), tuple(self.logs))
         yield from (self.then or default).steps(default)
 
@@ -148,10 +142,8 @@ class Preempt(Outcome):
 
     def steps(self, default: Outcome) -> Iterator[Step]:
         """``times`` preempted attempts, then ``then``'s."""
-        count = 0
-        while self.times is None or count < self.times:
-            count += 1
-            yield Step("preempt", "preempted (scripted by FakeClient)", tuple(self.logs))
+        step = Step("preempt", "preempted (scripted by FakeClient)", tuple(self.logs))
+        yield from itertools.repeat(step) if self.times is None else [step] * self.times
         yield from (self.then or default).steps(default)
 
 
@@ -169,16 +161,14 @@ class Hang(Outcome):
 
     def steps(self, default: Outcome) -> Iterator[Step]:
         """One attempt that never ends."""
-        return _repeat(Step("hang", self.pending, tuple(self.logs)))
+        return itertools.repeat(Step("hang", self.pending, tuple(self.logs)))
 
 
 @dataclasses.dataclass(frozen=True)
 class Delay(Outcome):
     """Stay RUNNING for ``seconds``, then continue with ``then``.
 
-    No thread is started for this: the job moves on when it is next looked at (``status``,
-    ``wait``, ``result``, ``logs``, ``info``) after the delay, in the caller's thread. Only
-    when a done-callback is registered (``fray.wait_all`` does) does a timer thread wake it.
+    The job moves on from Fray's timer thread (one for every job) when the delay is over.
 
     Attributes:
         seconds: How long the first attempt runs before its outcome applies.

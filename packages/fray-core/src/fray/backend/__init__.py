@@ -45,8 +45,8 @@ from fray.backend._client import BaseClient
 from fray.backend._group import ActorMember, BaseActorGroup
 from fray.backend._handle import BaseJobHandle
 from fray.backend._hosted_handle import HostedActorHandle
-from fray.backend._output import LogBuffer, PrefixedSink, capture_into
-from fray.backend._record import JobRecord, Outcome, Phase
+from fray.backend._output import PrefixedSink, capture_into
+from fray.backend._record import JobRecord, LogBuffer, Outcome, Phase
 
 __all__ = [
     "ActorMember",

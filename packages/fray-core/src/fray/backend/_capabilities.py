@@ -16,6 +16,7 @@ missing from this environment) is checked by the backend itself, where it can se
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -116,8 +117,17 @@ def _is_tpu(r: JobRequest) -> bool:
     return isinstance(r.resources.device, TpuConfig)
 
 
-def _has_env_vars(r: JobRequest) -> bool:
-    return bool(r.environment and r.environment.env_vars)
+def _sets_env_vars(r: JobRequest) -> bool:
+    """Whether the job asks for an env var the driver does not already have (a value equal
+    to the driver's own, such as ``create_environment()``'s defaults, needs no process)."""
+    env = r.environment.env_vars if r.environment else {}
+    return any(os.environ.get(name) != value for name, value in env.items())
+
+
+def has_secrets(r: JobRequest) -> bool:
+    """Whether the job is given secrets of its own, or only those (``isolate``)."""
+    env = r.environment
+    return env is not None and (bool(env.secrets) or env.secret_behavior == "isolate")
 
 
 def _environment(name: str, allowed: str) -> Limit:
@@ -150,13 +160,20 @@ LOCAL = Capabilities(
         ),
         Limit(
             "isolation",
-            "env vars need a process of their own; use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and _has_env_vars(r),
+            "env vars need a process of their own (unless the driver has the same values); "
+            "use 'auto' or 'process'",
+            lambda r: r.isolation == "thread" and _sets_env_vars(r),
         ),
         Limit(
             "isolation",
             "TPU hosts each need a process with their own env; use 'auto' or 'process'",
             lambda r: r.isolation == "thread" and _is_tpu(r),
+        ),
+        Limit(
+            "isolation",
+            "secrets (and secret_behavior='isolate') need a process with a private secrets "
+            "folder of its own; use 'auto' or 'process'",
+            lambda r: r.isolation == "thread" and has_secrets(r),
         ),
         _environment(
             "docker_image",
@@ -171,7 +188,7 @@ RAY = Capabilities(
     [
         resource_limit(
             "disk",
-            "the default on Ray (16g; 50g for a TPU), which Ray does not reserve: Ray cannot "
+            "the default on Ray (64g; 50g for a TPU), which Ray does not reserve: Ray cannot "
             "reserve disk (express it as a custom resource your nodes advertise instead)",
             lambda res: not has_default_disk(res),
         ),
@@ -181,6 +198,13 @@ RAY = Capabilities(
             lambda r: r.isolation == "thread",
         ),
         _one_process_per_replica("Ray"),
+        Limit(
+            "environment.secrets",
+            "empty, with secret_behavior 'inherit', on Ray: Ray would carry them in a job's "
+            "runtime_env, which its GCS and dashboard show, and cannot withhold the "
+            "cluster's own credentials from a task; run jobs with secrets on Iris",
+            has_secrets,
+        ),
         _environment(
             "extras",
             "empty on Ray: Ray installs packages, not a project's extras; list the extras' "
@@ -256,10 +280,14 @@ IRIS = Capabilities(
             "yet); use replicas, or a command wrapped by fray.iris_backend.wrap_multiprocess",
             lambda r: r.processes_per_task > 1,
         ),
-        _environment(
-            "workspace",
-            "unset: on Iris the workspace is shipped once per client; pass it to "
-            "IrisClient(workspace=...) or use the spec iris://host:port?ws=PATH",
+        Limit(
+            "environment.workspace",
+            "unset or the current directory (create_environment's default): on Iris the "
+            "workspace is shipped once per client; pass it to IrisClient(workspace=...) or "
+            "use the spec iris://host:port?ws=PATH",
+            lambda r: (
+                r.environment is not None and r.environment.workspace not in (None, os.getcwd())
+            ),
         ),
         Limit(
             "resources.image",

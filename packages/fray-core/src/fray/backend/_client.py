@@ -30,7 +30,7 @@ from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceCon
 from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._group import validate_actor_args
 from fray.backend._record import JobRecord, Outcome, job_id_part
-from fray.environment_variables import FRAY_JOB_HISTORY
+from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
 if TYPE_CHECKING:
@@ -129,17 +129,24 @@ class BaseClient:
     scheme: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities | None] = None
     handle_type: ClassVar[type[BaseJobHandle]]
+    #: ``EnvironmentConfig`` fields this backend accepts and does not use (meant for
+    #: another backend): a request that sets one is warned about, once per client and field.
+    ignores: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, target: str | None = None, target_field: str = "target") -> None:
         self.target = None if target is None else capabilities_of(target, field=target_field)
         self.is_shutdown = False
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._jobs: dict[str, JobRecord] = {}  # unfinished and the last finished ones
         self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._keep = job_history_limit()
         # Job ids end in a count from a random start: unique in this client, no system call.
         self._serials = itertools.count(secrets.randbits(32))
         self._hosted: list[HostedActor] = []
+        self._warned: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(jobs={len(self._jobs)})"
 
     def __enter__(self) -> Self:
         return self
@@ -169,13 +176,15 @@ class BaseClient:
             )
         for table in self._tables():
             table.check(request)
+        if self.ignores and request.environment is not None:
+            self._warn_ignored(request.environment)
         data = self._prepare(request)
         self._check_open()
-        running = _bound.job.get()
-        parent: JobRecord | None = None
-        parent_id = _bound.current_job_id()
-        if running is not None and isinstance(running[2], JobRecord) and running[2].client is self:
-            parent = running[2]
+        running = _bound.job.get()  # (the job whose code runs here) or its process's variable
+        parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
+        parent = running[2] if running is not None else None
+        if not isinstance(parent, JobRecord) or parent.client is not self:
+            parent = None
         job = JobRecord(self, self._job_id(request.name, parent_id), request, parent=parent_id)
         job.data = data
         with self._lock:
@@ -185,6 +194,17 @@ class BaseClient:
             parent.add_child(job)
         self._launch(job, adopt_existing)
         return self.handle_type(job)
+
+    def _warn_ignored(self, environment: Any) -> None:
+        for field in self.ignores:
+            if getattr(environment, field) and field not in self._warned:
+                self._warned.add(field)
+                logger.warning(
+                    "%s ignores EnvironmentConfig.%s (it is used on Iris only); the job runs "
+                    "without it",
+                    type(self).__name__,
+                    field,
+                )
 
     def _prepare(self, request: JobRequest) -> Any:
         """Checks what only this backend can check in a request and works out, once, what
@@ -237,10 +257,11 @@ class BaseClient:
                 return
 
     def _settle(self, job: JobRecord, outcome: Outcome) -> bool:
-        with job.lock:
-            deadlines, job.deadlines = job.deadlines, []
-        for entry in deadlines:
-            TIMERS.cancel(entry)
+        if job.deadlines:
+            with job.lock:
+                deadlines, job.deadlines = job.deadlines, []
+            for entry in deadlines:
+                TIMERS.cancel(entry)
         if outcome.kind == "unplaced" and outcome.error is None:
             outcome = Outcome.unplaced(self._pending_reason(job))
         return job.settle(outcome)
@@ -362,9 +383,10 @@ class BaseClient:
 
     def _after_end(self, job: JobRecord) -> None:
         """After waiters woke: jobs do not outlive the job they were submitted from."""
-        with job.lock:
-            children = [child for child in job.children if not child.is_done]
-        self._stop(child for c in children for child in (*reversed(c.descendants()), c))
+        if job.children:
+            with job.lock:
+                children = [child for child in job.children if not child.is_done]
+            self._stop(child for c in children for child in (*reversed(c.descendants()), c))
 
     # -- the history -------------------------------------------------------------------------
 

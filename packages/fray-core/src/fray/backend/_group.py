@@ -16,6 +16,7 @@ __all__ = ["ActorMember", "BaseActorGroup", "validate_actor_args"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
+_ENDED_CLEANLY = (JobStatus.SUCCEEDED, JobStatus.STOPPED)
 
 
 def validate_actor_args(
@@ -151,7 +152,9 @@ class BaseActorGroup:
         return sum(1 for m in self._members if m.status is JobStatus.RUNNING)
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
-        """Waits until ``count`` actors (all by default) are ready; returns their handles.
+        """Waits until ``count`` actors are ready; returns their handles. By default, every
+        actor that has not ended cleanly (set its ``shutdown_event``, or was stopped): once
+        all have, that is none, and this returns ``[]``.
 
         Raises:
             InvalidRequestError: ``count`` is not an integer from 0 to the group size.
@@ -171,6 +174,8 @@ class BaseActorGroup:
         while True:
             self._refresh(step)
             with self._cond:
+                if count is None:
+                    want = sum(1 for m in self._members if m.status not in _ENDED_CLEANLY)
                 ready = [m for m in self._members if m.status is JobStatus.RUNNING][:want]
                 if len(ready) >= want:
                     self._yielded.update(m.index for m in ready)

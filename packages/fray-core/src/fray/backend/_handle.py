@@ -91,7 +91,7 @@ class BaseJobHandle:
     @overload
     def logs(
         self,
-        max_lines: int | None = None,
+        max_lines: int | None = 0,
         *,
         follow: Literal[False] = False,
         include_children: bool = False,
@@ -99,11 +99,11 @@ class BaseJobHandle:
 
     @overload
     def logs(
-        self, max_lines: int | None = None, *, follow: Literal[True], include_children: bool = False
+        self, max_lines: int | None = 0, *, follow: Literal[True], include_children: bool = False
     ) -> Iterator[str]: ...
 
     def logs(
-        self, max_lines: int | None = None, *, follow: bool = False, include_children: bool = False
+        self, max_lines: int | None = 0, *, follow: bool = False, include_children: bool = False
     ) -> tuple[str, ...] | Iterator[str]:
         """The job's output lines: a tuple of those so far, or with ``follow`` an iterator
         that yields them and then new ones until the job (and its children, if included)

@@ -1,5 +1,5 @@
-"""Line buffers for job output, and the router that sends ``print`` output of code running
-inside a job to that job's buffer.
+"""The router that sends ``print`` output of code running inside a job to that job's
+buffer (a :class:`fray.backend.LogBuffer`).
 
 The router stands in for ``sys.stdout``/``sys.stderr`` once any job output is routed; where
 text goes is a context variable, so each thread (and each ``contextvars.Context``) routes on
@@ -12,12 +12,13 @@ import contextvars
 import io
 import sys
 import threading
-import time
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from fray.backend._record import LogBuffer
 
 __all__ = [
     "LineSink",
-    "LogBuffer",
     "PrefixedSink",
     "capture_into",
     "echo_stream",
@@ -43,66 +44,6 @@ class PrefixedSink:
 
     def write(self, text: str) -> None:
         self._buffer.write(text, self._prefix)
-
-
-class LogBuffer:
-    """An append-only list of timestamped lines that can be read while it grows.
-
-    Partial writes are joined until a newline, per writing thread: the replicas of a job (and
-    the readers of its processes) write at once, and one's unfinished line must not take in
-    another's. :meth:`close` keeps last lines that have no newline, so nothing a job printed
-    is lost.
-    """
-
-    __slots__ = ("_cond", "_lines", "_partial", "closed")
-
-    def __init__(self) -> None:
-        self._lines: list[tuple[float, str]] = []
-        # By thread: what it wrote after its last newline, and the prefix of its lines.
-        self._partial: dict[int, tuple[str, str]] = {}
-        self._cond = threading.Condition(threading.Lock())
-        self.closed = False
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def write(self, text: str, prefix: str = "") -> None:
-        """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
-        replica's ``[i] `` where a job has several)."""
-        if not text:
-            return
-        me = threading.get_ident()
-        with self._cond:
-            pending = self._partial.pop(me, None)
-            if pending:
-                text = pending[0] + text
-            *complete, rest = text.split("\n")
-            if rest:
-                self._partial[me] = (rest, prefix)
-            if complete:
-                now = time.time()
-                self._lines.extend((now, prefix + line) for line in complete)
-                self._cond.notify_all()
-
-    def close(self) -> None:
-        """No more output: unfinished last lines become lines."""
-        with self._cond:
-            now = time.time()
-            self._lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
-            self._partial.clear()
-            self.closed = True
-            self._cond.notify_all()
-
-    def snapshot(self) -> list[tuple[float, str]]:
-        """The ``(time, line)`` pairs so far."""
-        with self._cond:
-            return list(self._lines)
-
-    def wait_for_more(self, count: int, timeout: float) -> None:
-        """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
-        with self._cond:
-            if len(self._lines) <= count and not self.closed:
-                self._cond.wait(timeout)
 
 
 # ---------------------------------------------------------------------------------------------

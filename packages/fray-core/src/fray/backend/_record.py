@@ -14,21 +14,19 @@ messages on every backend.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from fray._types import JobInfo, JobRequest, JobStatus
-from fray.backend._output import LogBuffer
 
 if TYPE_CHECKING:
     from fray.backend._client import BaseClient
 
-__all__ = ["JobRecord", "Outcome", "Phase", "job_id_part", "portable_error"]
+__all__ = ["JobRecord", "LogBuffer", "Outcome", "Phase", "job_id_part", "portable_error"]
 
 OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
@@ -39,8 +37,7 @@ def job_id_part(name: str) -> str:
     return name.replace("%", "%25").replace("/", "%2F")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """How one attempt ended; a backend reports it with :meth:`JobRecord.report`.
 
     Build one with the class methods. It pickles (a cause that would not is replaced by a
@@ -64,7 +61,7 @@ class Outcome:
     error: str | None = None
     exit_code: int | None = None
     failed_tasks: int = 1
-    trace: str | None = dataclasses.field(default=None, repr=False)
+    trace: str | None = None
 
     @classmethod
     def succeeded(cls, value: Any = None, exit_code: int | None = None) -> Outcome:
@@ -117,8 +114,7 @@ class Outcome:
 
     def __reduce__(self) -> tuple[Any, ...]:
         cause = None if self.cause is None else portable_error(self.cause)
-        fields = (self.kind, self.value, cause, self.error, self.exit_code, self.failed_tasks)
-        return (Outcome, (*fields, self.trace))
+        return (Outcome, (*self[:2], cause, *self[3:]))
 
 
 def portable_error(exc: BaseException) -> BaseException:
@@ -130,6 +126,112 @@ def portable_error(exc: BaseException) -> BaseException:
     except Exception:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
     return exc
+
+
+_last_stamp = 0.0
+
+
+def _stamp() -> float:
+    """The time now, later than every stamp before it: lines of a job and of its children,
+    written one after another, interleave in that order."""
+    global _last_stamp
+    now = time.time()
+    _last_stamp = now = now if now > _last_stamp else _last_stamp + 1e-6
+    return now
+
+
+class LogBuffer:
+    """An append-only list of timestamped lines that can be read while it grows.
+
+    Partial writes are joined until a newline, per writing thread: the replicas of a job (and
+    the readers of its processes) write at once, and one's unfinished line must not take in
+    another's. :meth:`close` keeps last lines that have no newline, so nothing a job printed
+    is lost.
+    """
+
+    __slots__ = ("_lines", "_lock", "_partial", "_waiting", "closed")
+
+    def __init__(self) -> None:
+        self._lines: list[tuple[float, str]] = []
+        # By thread: what it wrote after its last newline, and the prefix of its lines.
+        self._partial: dict[int, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        # Made by the first reader that waits: most jobs' output is never followed, and a
+        # Condition per job costs a job a tenth of its time in the benchmark row "trivial
+        # job submit(...).wait(), one at a time".
+        self._waiting: threading.Condition | None = None
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def write(self, text: str, prefix: str = "") -> None:
+        """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
+        replica's ``[i] `` where a job has several)."""
+        if not text:
+            return
+        me = threading.get_ident()
+        with self._lock:
+            pending = self._partial.pop(me, None)
+            if pending:
+                text = pending[0] + text
+            *complete, rest = text.split("\n")
+            if rest:
+                self._partial[me] = (rest, prefix)
+            if complete:
+                now = _stamp()
+                self._lines.extend((now, prefix + line) for line in complete)
+                if self._waiting is not None:
+                    self._waiting.notify_all()
+
+    def close(self) -> None:
+        """No more output: unfinished last lines become lines."""
+        with self._lock:
+            if self._partial:
+                now = _stamp()
+                self._lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
+                self._partial.clear()
+            self.closed = True
+            if self._waiting is not None:
+                self._waiting.notify_all()
+
+    def snapshot(self) -> list[tuple[float, str]]:
+        """The ``(time, line)`` pairs so far."""
+        with self._lock:
+            return list(self._lines)
+
+    def wait_for_more(self, count: int, timeout: float) -> None:
+        """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
+        with self._lock:
+            if len(self._lines) <= count and not self.closed:
+                if self._waiting is None:
+                    self._waiting = threading.Condition(self._lock)
+                self._waiting.wait(timeout)
+
+
+class _Done:
+    """That a job has ended, for threads that block on it: a lock held until then (a
+    ``threading.Event`` builds a Condition per job: a tenth of a job's time in the benchmark
+    row "trivial job submit(...).wait(), one at a time")."""
+
+    __slots__ = ("_lock", "flag")
+
+    def __init__(self) -> None:
+        self.flag = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        self.flag = True
+        self._lock.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        if self.flag:
+            return True
+        if self._lock.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            self._lock.release()  # the next waiter's turn
+            return True
+        return self.flag
 
 
 class Phase(enum.Enum):
@@ -231,7 +333,7 @@ class JobRecord:
         self.data: Any = None
         self.deadlines: list[Any] = []
         self.lock = threading.Lock()
-        self._done = threading.Event()
+        self._done = _Done()
         self._callbacks: list[Callable[[], None]] = []
         self._stop_as: Outcome | None = None
         self.submitted_at = time.time()
@@ -430,7 +532,7 @@ class JobRecord:
     @property
     def is_done(self) -> bool:
         """Whether the job has ended and everything about its end is recorded."""
-        return self._done.is_set()
+        return self._done.flag
 
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until the job has ended (or ``timeout`` passed); returns whether it has."""

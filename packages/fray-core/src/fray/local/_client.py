@@ -31,11 +31,12 @@ from typing import Any
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilities_of
+from fray.backend._capabilities import has_secrets
 from fray.errors import InvalidRequestError
 from fray.local._actors import InProcessActors
 from fray.local._jobs import LocalJobHandle, grace_seconds
-from fray.local._processes import signal_replicas, start_processes, stop_processes
-from fray.local._threads import JobThreads, LocalData, run_threads, stop_threads
+from fray.local._processes import run_processes, signal_replicas, stop_processes
+from fray.local._threads import JobThreads, run_threads, stop_threads
 
 __all__ = ["LocalClient"]
 
@@ -117,9 +118,11 @@ def _needs_process(request: JobRequest) -> bool:
     must is refused by the local capability table)."""
     if request.isolation != "auto":
         return request.isolation == "process"
-    has_env = bool(request.environment and request.environment.env_vars)
+    # Variables the driver already has, with the same values, need no process of their own.
+    env = request.environment.env_vars if request.environment is not None else {}
+    has_env = any(os.environ.get(name) != value for name, value in env.items())
     is_tpu = isinstance(request.resources.device, TpuConfig)
-    return not request.entrypoint.is_callable or has_env or is_tpu
+    return not request.entrypoint.is_callable or has_env or is_tpu or has_secrets(request)
 
 
 def _payload(request: JobRequest) -> bytes:
@@ -141,6 +144,21 @@ def _payload(request: JobRequest) -> bytes:
         ) from err
 
 
+class LocalData:
+    """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
+    pickled callable, its private folder, the variables delivering its secrets, and the
+    current attempt's replicas."""
+
+    __slots__ = ("payload", "process", "replicas", "secrets", "workdir")
+
+    def __init__(self, process: bool, payload: bytes | None) -> None:
+        self.process = process
+        self.payload = payload
+        self.workdir: str | None = None
+        self.secrets: dict[str, str] = {}  # variables that deliver its secrets
+        self.replicas: list[Any] = []
+
+
 class LocalClient(BaseClient):
     """Runs jobs and actors on this machine. See the module docstring for the semantics.
 
@@ -156,6 +174,7 @@ class LocalClient(BaseClient):
     scheme = "local"
     capabilities = capabilities_of("local")
     handle_type = LocalJobHandle
+    ignores = ("setup_scripts", "sync_packages")
 
     def __init__(
         self, max_threads: int | None = None, *, echo_logs: bool = True, target: str | None = None
@@ -167,6 +186,8 @@ class LocalClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "LocalClient.max_threads", max_threads, "must be an integer >= 1, or None"
             )
+        if not isinstance(echo_logs, bool):
+            raise InvalidRequestError.for_field("LocalClient.echo_logs", echo_logs, "True or False")
         self.max_threads = max_threads
         self.echo_logs = echo_logs
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
@@ -181,12 +202,12 @@ class LocalClient(BaseClient):
         spec.reject_unknown({"threads", "target"}, address=False)
         return cls(max_threads=spec.param_int("threads"), target=spec.params.get("target"))
 
-    def __repr__(self) -> str:
-        return f"LocalClient(max_threads={self.max_threads}, jobs={len(self._jobs)})"
-
     # -- jobs --------------------------------------------------------------------------------
 
     def _prepare(self, request: JobRequest) -> LocalData:
+        plain = request.environment is None and request.isolation == "auto"
+        if plain and request.entrypoint.is_callable and request.resources.device.kind != "tpu":
+            return LocalData(False, None)  # most jobs: a thread, nothing to check
         _check_packages(request)
         process = _needs_process(request)
         payload = _payload(request) if process and request.entrypoint.is_callable else None
@@ -197,21 +218,17 @@ class LocalClient(BaseClient):
         return None
 
     def _attempt(self, job: JobRecord) -> None:
-        """On a pool thread, holding a turn: runs the attempt (threads) or starts it
-        (processes). Never raises: the job records its outcome."""
-        outcome: Outcome | None
+        """Runs an attempt on a pool thread. Never raises: the job records its outcome."""
         try:
             if not job.placed():  # stopped while it waited for its turn
                 outcome = Outcome.stopped()
             elif job.data.process:
-                outcome = start_processes(self, job)
+                outcome = run_processes(self, job)
             else:
                 outcome = run_threads(self, job)
         except BaseException as exc:  # a bug here: never leave a job hanging
             outcome = Outcome.failed(exc, f"internal error in LocalClient: {exc!r}")
-        if outcome is not None:
-            self.pool.release()
-            job.report(outcome)
+        job.report(outcome)
 
     def _cancel_attempt(self, job: JobRecord) -> float:
         data: LocalData = job.data

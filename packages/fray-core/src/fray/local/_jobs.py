@@ -65,20 +65,18 @@ class LocalJobHandle(BaseJobHandle):
 
     __slots__ = ()
 
-    def __init__(self, job: JobRecord | str, future: Future[Any] | None = None) -> None:
-        if isinstance(job, JobRecord):
-            super().__init__(job)
+    def __init__(self, job_id: JobRecord | str, future: Future[Any] | None = None) -> None:
+        if isinstance(job_id, JobRecord):  # the client's own handles
+            super().__init__(job_id)
             return
-        if not isinstance(job, str) or not isinstance(future, Future):
+        if not isinstance(job_id, str) or not isinstance(future, Future):
             raise InvalidRequestError.for_field(
-                "LocalJobHandle",
-                (job, future),
-                "give a job id (str) and a concurrent.futures.Future",
+                "LocalJobHandle", (job_id, future), "a job id (str) and a concurrent.futures.Future"
             )
         global _futures
         if _futures is None:
             _futures = _Futures()
-        record = JobRecord(_futures, job)
+        record = JobRecord(_futures, job_id)
         record.data = future
         record.begin()
         record.placed()

@@ -1,9 +1,7 @@
 """Process jobs: commands, and callables that need a process (env vars, TPU hosts,
 ``isolation="process"``), each replica under a guardian (``_reaper.py``) in a session of
-its own, so that a job is its whole process tree and never outlives the driver.
-
-One reader thread per replica copies its output into the job's log; the last replica to
-exit reports the attempt's outcome.
+its own, so that a job is its whole process tree and never outlives the driver. One reader
+thread per replica copies its output into the job's log.
 """
 
 from __future__ import annotations
@@ -18,8 +16,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fray._model import REDACTED, is_secret_name
 from fray._types import TpuConfig
 from fray.backend import JobRecord, Outcome, Phase
+from fray.backend._capabilities import has_secrets
 from fray.backend._client import TIMERS
 from fray.backend._output import echo_stream
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
@@ -27,9 +27,11 @@ from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_IN
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["signal_replicas", "start_processes", "stop_processes"]
+__all__ = ["run_processes", "signal_replicas", "stop_processes"]
 
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
+SECRETS_DIR_ENV = "RIGGING_SECRETS_DIR"  # where rigging's readers look for secret files
+FORWARDED_SECRETS = ("HF_TOKEN", "WANDB_API_KEY", "CW_KEY_ID", "CW_KEY_SECRET")
 
 
 class _Replica:
@@ -50,10 +52,55 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _replica_env(job: JobRecord, index: int, coordinator_port: int) -> dict[str, str]:
+def _write_private(path: str, data: bytes) -> None:
+    """Writes ``data`` to a new file only its owner can read (0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _forwarded_secrets() -> dict[str, str]:
+    """The driver's credentials a job inherits (rigging's ``forwarded_secrets``): its
+    mounted bundle (``RIGGING_SECRETS_DIR``), then HF, W&B and CoreWeave keys, each read from
+    the bundle first, then from the environment."""
+    bundle = Path(os.environ.get(SECRETS_DIR_ENV, "/run/rigging/secrets"))
+    listed = sorted(p.name for p in bundle.glob("*") if p.is_file() and p.name[0] != ".")
+    found: dict[str, str] = {}
+    for name in dict.fromkeys((*listed, *FORWARDED_SECRETS)):
+        value = (bundle / name).read_text() if (bundle / name).is_file() else os.environ.get(name)
+        if value is not None:
+            found[name] = value.strip()
+    return found
+
+
+def _deliver_secrets(job: JobRecord, folder: str) -> dict[str, str]:
+    """Writes the job's secrets as files (0600) into a private folder (0700) of the job's
+    own, removed when it ends; returns the variables its processes get (the folder as
+    ``RIGGING_SECRETS_DIR``; with ``isolate``, the driver's forwarded keys removed)."""
+    env = job.request.environment if job.request is not None else None
+    if env is None or not has_secrets(job.request):  # pyright: ignore[reportArgumentType]
+        return {}
+    values = _forwarded_secrets() if env.secret_behavior == "inherit" else {}
+    values.update(env.secrets)
+    path = os.path.join(folder, "secrets")
+    os.mkdir(path, 0o700)
+    for name, value in values.items():
+        _write_private(os.path.join(path, name), value.encode())
+    hidden = dict.fromkeys(FORWARDED_SECRETS, "") if env.secret_behavior == "isolate" else {}
+    return {**hidden, SECRETS_DIR_ENV: path}
+
+
+def _replica_env(
+    job: JobRecord, index: int, coordinator_port: int, secrets: dict[str, str]
+) -> dict[str, str]:
     request = job.request
     assert request is not None
     env = dict(os.environ)
+    for name, value in secrets.items():  # "" removes a variable: the driver's credentials
+        if value:
+            env[name] = value
+        else:
+            env.pop(name, None)
     device = request.resources.device
     defaults = dict(device.default_env_vars())
     if isinstance(device, TpuConfig):
@@ -88,18 +135,17 @@ def _replica_env(job: JobRecord, index: int, coordinator_port: int) -> dict[str,
     return env
 
 
-def start_processes(client: LocalClient, job: JobRecord) -> Outcome | None:
-    """Starts one attempt in guarded processes, one per replica; ``None`` once they run
-    (the last to exit reports the outcome and gives the attempt's turn back), or the
-    outcome of an attempt stopped before it started."""
+def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
+    """Runs one attempt in guarded processes, one per replica, and returns its outcome
+    once every replica has exited."""
     request = job.request
     assert request is not None
     data = job.data
-    if data.payload is not None and data.workdir is None:
+    if data.workdir is None:
         data.workdir = client.job_folder(job)
-        fd = os.open(os.path.join(data.workdir, "payload.pkl"), os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data.payload)
+        if data.payload is not None:
+            _write_private(os.path.join(data.workdir, "payload.pkl"), data.payload)
+        data.secrets = _deliver_secrets(job, data.workdir)
     port = _free_port() if isinstance(request.resources.device, TpuConfig) else 0
     replicas = [_Replica(i) for i in range(job.replicas)]
     exits = _Exits(client, job, replicas)
@@ -122,7 +168,7 @@ def start_processes(client: LocalClient, job: JobRecord) -> Outcome | None:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=_replica_env(job, replica.index, port),
+                env=_replica_env(job, replica.index, port, data.secrets),
                 start_new_session=True,
             )
             threading.Thread(
@@ -131,7 +177,8 @@ def start_processes(client: LocalClient, job: JobRecord) -> Outcome | None:
                 name=f"fray-log-{job.job_id}",
                 daemon=True,
             ).start()
-    return None
+    exits.done.wait()
+    return exits.outcome()
 
 
 class _Exits:
@@ -145,6 +192,7 @@ class _Exits:
         self._lock = threading.Lock()
         self._first_bad: _Replica | None = None
         self._left = len(replicas)
+        self.done = threading.Event()
 
     def exited(self, replica: _Replica, code: int) -> None:
         with self._lock:
@@ -157,11 +205,9 @@ class _Exits:
         if first and not last:
             stop_processes(self._replicas, self._client.grace)
         if last:
-            outcome = self._outcome()
-            self._client.pool.release()
-            self._job.report(outcome)
+            self.done.set()
 
-    def _outcome(self) -> Outcome:
+    def outcome(self) -> Outcome:
         job, replicas = self._job, self._replicas
         entry = job.request.entrypoint  # pyright: ignore[reportOptionalMemberAccess]
         bad = self._first_bad
@@ -193,7 +239,19 @@ class _Exits:
                 return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
         last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
         error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-        return Outcome.failed(None, error, code, failed)
+        return Outcome.failed(None, _masked(error, job), code, failed)
+
+
+def _masked(text: str, job: JobRecord) -> str:
+    """``text`` without the values of secret-looking variables of the job's environment (a
+    command that printed its token must not put it into the job's error)."""
+    env = dict(os.environ)
+    if job.request is not None and job.request.environment is not None:
+        env.update(job.request.environment.env_vars)
+    for name, value in env.items():
+        if len(value) >= 4 and value in text and is_secret_name(name):
+            text = text.replace(value, REDACTED)
+    return text
 
 
 def _read_result(replica: _Replica) -> Outcome:

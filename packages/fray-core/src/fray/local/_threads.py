@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextvars
 import ctypes
+import queue
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from fray.backend._output import restore_output, route_output
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["JobThreads", "LocalData", "Terminated", "run_threads", "stop_threads"]
+__all__ = ["JobThreads", "Terminated", "run_threads", "stop_threads"]
 
 
 class Terminated(BaseException):
@@ -41,73 +42,45 @@ def _deliver_pending() -> None:
 
 class JobThreads:
     """Runs local attempts on at most ``size`` reused daemon threads; more wait their turn
-    (PENDING). An attempt keeps its turn until it calls :meth:`release`: a thread attempt
-    when it returns, a process attempt once its processes have exited.
+    (PENDING). A process attempt keeps its thread until its processes have exited.
 
     The threads are daemons, so a thread job blocked for good does not keep the driver from
     exiting; they are never retired while the client is open, since a job's processes are
-    tied to the thread that started them (``PR_SET_PDEATHSIG`` fires when it ends).
+    tied to the thread that started them (``PR_SET_PDEATHSIG`` fires when it ends). Work is
+    handed over through a ``SimpleQueue`` (a C queue: a job's hand-over is most of its cost
+    in the "trivial job submit(...).wait(), one at a time" benchmark row).
     """
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._queue: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]]
-        self._queue = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._turns = 0  # attempts holding a turn
+        self._work: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None]
+        self._work = queue.SimpleQueue()
+        self._idle: collections.deque[None] = collections.deque()  # a token per idle thread
         self._threads = 0
-        self._idle = 0
-        self._closed = False
+        self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        with self._cond:
-            self._queue.append((fn, args))
-            if self._idle:
-                self._cond.notify()
-            elif self._threads < self._size:
-                self._threads += 1
-                threading.Thread(target=self._run, name="fray-job", daemon=True).start()
-
-    def release(self) -> None:
-        """An attempt's turn is over."""
-        with self._cond:
-            self._turns -= 1
-            if self._queue:
-                self._cond.notify()
+        self._work.put((fn, args))
+        try:
+            self._idle.pop()  # an idle thread takes it
+        except IndexError:
+            with self._lock:
+                if self._threads < self._size:
+                    self._threads += 1
+                    threading.Thread(target=self._run, name="fray-job", daemon=True).start()
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed and (not self._queue or self._turns >= self._size):
-                    self._idle += 1
-                    self._cond.wait()
-                    self._idle -= 1
-                if self._closed:
-                    return
-                fn, args = self._queue.popleft()
-                self._turns += 1
-            fn(*args)  # records its own outcome and never raises
-            del fn, args  # an idle thread must not keep its last job alive
+        while (item := self._work.get()) is not None:
+            item[0](*item[1])  # records its own outcome and never raises
+            del item  # an idle thread must not keep its last job alive
+            self._idle.append(None)
 
     def close(self) -> None:
-        """Idle threads exit; busy ones after their attempt. Queued work is dropped."""
-        with self._cond:
-            self._closed = True
-            self._queue.clear()
-            self._cond.notify_all()
-
-
-class LocalData:
-    """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
-    pickled callable, its private folder, and the current attempt's replicas."""
-
-    __slots__ = ("payload", "process", "replicas", "workdir")
-
-    def __init__(self, process: bool, payload: bytes | None) -> None:
-        self.process = process
-        self.payload = payload
-        self.workdir: str | None = None
-        self.replicas: list[Any] = []
+        """Idle threads exit; busy ones after their attempt."""
+        with self._lock:
+            threads, self._threads = self._threads, self._size  # no new thread from now on
+        for _ in range(threads):
+            self._work.put(None)
 
 
 class _Replica:
@@ -133,8 +106,15 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     returns its outcome."""
     count = job.replicas
     replicas = [_Replica(i) for i in range(count)]
-    with job.lock:
-        job.data.replicas = replicas
+    job.data.replicas = replicas  # read by a stop under the job's lock, set before any runs
+    if count == 1:  # the common case, without the bookkeeping of several threads
+        try:  # a fresh context: what the job's code sets does not outlive it
+            value = contextvars.Context().run(_run_replica, client, job, replicas[0])
+        except Terminated:
+            return Outcome.stopped()
+        except BaseException as exc:
+            return Outcome.failed(exc)
+        return Outcome.succeeded(value)
     results: list[Any] = [None] * count
     errors: list[BaseException | None] = [None] * count
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fray import ActorConfig, ActorGroup, Client, Entrypoint, HostedActor, JobRequest, JobStatus
-from fray.errors import ActorError, JobTimeoutError
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
 from fray_testing.conformance import entrypoints as ep
 from fray_testing.conformance._base import ConformanceTests
 
@@ -17,10 +17,11 @@ __all__ = ["ActorLifecycleTests", "HostedActorTests", "host_in_job"]
 
 
 def _call_or_none(handle: Any, method: str, *args: Any) -> Any:
-    """The call's value, or ``None`` while the actor cannot take it (restarting, ending)."""
+    """The call's value, or ``None`` while the actor restarts (``ActorUnavailableError``);
+    an ``ActorDiedError`` (gone for good) is raised."""
     try:
         return getattr(handle, method)(*args)
-    except ActorError:
+    except ActorUnavailableError:
         return None
 
 
@@ -221,7 +222,20 @@ class ActorLifecycleTests(ConformanceTests):
             actor.end()
         self.eventually(group.is_done, "the group to be done once both actors ended")
 
+    def test_wait_ready_after_every_actor_ended_returns_none_of_them(self, client: Client) -> None:
+        """Actors that ended cleanly are no longer waited for: ``wait_ready()`` answers the
+        ready ones (none), without raising, as a pipeline's teardown expects."""
+        group = self.group(client, 2)
+        for actor in group.wait_ready(timeout=self.timeout):
+            actor.end()
+        self.eventually(group.is_done, "the group to be done once both actors ended")
+        assert group.wait_ready(timeout=self.timeout) == []
+        with pytest.raises(ActorError, match="can become ready"):
+            group.wait_ready(count=1, timeout=self.timeout)
+
     def test_fail_restarts_an_actor_with_restarts_left(self, client: Client) -> None:
+        """While it restarts, a call finds it unavailable, never dead; then a fresh instance
+        answers, and once no restarts are left it is gone for good."""
         group = self.group(client, 1, max_restarts=1)
         (actor,) = group.wait_ready(timeout=self.timeout)
         assert actor.incr(5) == 5
@@ -232,6 +246,10 @@ class ActorLifecycleTests(ConformanceTests):
             "the actor to come back as a fresh instance after fail()",
         )
         assert group.statuses() == [JobStatus.RUNNING]
+        actor.fail_with("second failure")
+        self.eventually(lambda: group.statuses() == [JobStatus.FAILED], "the actor to fail")
+        with pytest.raises(ActorDiedError):
+            actor.incr(1)
 
     def test_fail_with_no_restarts_left_fails_the_actor(self, client: Client) -> None:
         group = self.group(client, 1, max_restarts=0)
