@@ -137,6 +137,11 @@ class IrisActorGroup(BaseActorGroup):
             self._yielded.update(m.index for m in fresh)
         return [m.handle for m in fresh]
 
+    def wait_ready(self, count: int | None = None, timeout: float | None = 900.0) -> list[Any]:
+        """Waits until ``count`` actors are ready (see ``fray.ActorGroup``); by default for
+        up to 900 s, as the predecessor's Iris groups (an Iris worker may need a scale-up)."""
+        return super().wait_ready(count, timeout)
+
     # -- hooks -------------------------------------------------------------------------------
 
     def _refresh(self, timeout: float) -> None:

@@ -21,6 +21,7 @@ from fray import (
     Entrypoint,
     EnvironmentConfig,
     GpuConfig,
+    JobStatus,
     ResourceConfig,
     TpuConfig,
 )
@@ -73,7 +74,12 @@ class FrayIrisClient(IrisClient):
 convert_resources = to_resource_spec
 convert_constraints = to_constraints
 convert_container_profile = to_container_profile
-map_iris_job_state = job_status
+
+
+def map_iris_job_state(iris_state: Any) -> JobStatus:
+    """Fray's status for an Iris job state as either line reports it (a ``job_pb2`` number,
+    or 0.2.227's ``JobState``)."""
+    return job_status(iris_state)
 
 
 def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
