@@ -1,6 +1,6 @@
 """How fray-iris is put together: Iris's private names only in one adapter per Iris line
-(at most three each), no import circle, and a short way from ``IrisClient.submit`` to
-Iris's own ``submit``."""
+(at most three each), and a short way from ``IrisClient.submit`` to Iris's own ``submit``.
+(fray-core's ``tests/test_import_circles.py`` finds no import circle in fray-iris.)"""
 
 from __future__ import annotations
 
@@ -85,51 +85,6 @@ def test_cluster_client_appears_only_in_the_adapters() -> None:
             if path.name in ADAPTERS or path.resolve() == here or ".venv" in path.parts:
                 continue
             assert CLUSTER_CLIENT not in path.read_text(), path
-
-
-def _imports(tree: ast.Module, module: str) -> set[str]:
-    """The fray_iris modules ``module`` imports, at any depth except ``if TYPE_CHECKING:``."""
-    found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("fray_iris"))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fray_iris"):
-            assert node.module is not None
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if (SRC / f"{alias.name}.py").exists() else node.module)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    found.discard(module)
-    return found
-
-
-def test_no_import_circle() -> None:
-    graph: dict[str, set[str]] = {}
-    for path, tree in _trees(SRC):
-        name = "fray_iris" if path.stem == "__init__" else f"fray_iris.{path.stem}"
-        graph[name] = _imports(tree, name)
-    done: set[str] = set()
-
-    def walk(node: str, stack: list[str]) -> None:
-        if node in stack:
-            pytest.fail("import circle: " + " -> ".join([*stack[stack.index(node) :], node]))
-        if node in done:
-            return
-        for nxt in sorted(graph.get(node, ())):
-            walk(nxt, [*stack, node])
-        done.add(node)
-
-    for node in sorted(graph):
-        walk(node, [])
-    assert graph["fray_iris._client"]  # the walk saw imports at all
 
 
 @pytest.mark.integration
