@@ -29,7 +29,7 @@ from fray.backend import (
     binding,
     restart_allowed,
 )
-from fray.errors import ActorDiedError, ActorError
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 from fray_iris._actor_handle import IrisActorHandle, forget_endpoints
 from fray_iris._convert import line, translate_errors
 from fray_iris._results import ResultStore
@@ -230,10 +230,13 @@ class _Serving:
         self.context = context
         self.name = name
         self.closed = False
+        self.restarting = False  # closed until Iris runs the task again
         self.on_exit: Callable[[], None] = lambda: None
 
     def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
+            if self.restarting:
+                raise ActorUnavailableError(f"actor {self.name} is restarting")
             if self.closed:
                 raise ActorDiedError(f"actor {self.name} has exited")
             with self.gate, binding(actor=self.context):
@@ -355,6 +358,7 @@ def host_actor(
             finish(Outcome.succeeded(), 0)
         elif restart_allowed(info.attempt_id, restarts):
             print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
+            serving.restarting = True
             finish(None, 1)
         else:
             why = f"failed: {type(failure).__name__}: {failure}"
