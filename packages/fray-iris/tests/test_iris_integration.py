@@ -262,7 +262,7 @@ def test_wait_ready_fails_fast_when_the_hosting_job_dies(iris_client: IrisClient
     with pytest.raises(ActorError, match="stopped"):
         group.wait_ready(timeout=TIMEOUT)
     assert time.monotonic() - start < 30
-    assert group.statuses() == [JobStatus.STOPPED]
+    assert group.statuses() == [JobStatus.FAILED]  # it died: the group did not stop it
 
 
 # -- hosted actors ----------------------------------------------------------------------------

@@ -196,9 +196,8 @@ class IrisActorGroup(BaseActorGroup):
                 end = _task_end(member.name, tasks.get(member.index))
             if end is not None:
                 changed |= member.set_status(*end)
-            elif ended is not None:
-                gone = JobStatus.FAILED if status is JobStatus.FAILED else JobStatus.STOPPED
-                changed |= member.set_status(gone, ended)
+            elif ended is not None:  # its job ended, not stopped by this group: it died
+                changed |= member.set_status(JobStatus.FAILED, ended)
             else:
                 running = member.index in ready
                 changed |= member.set_status(JobStatus.RUNNING if running else JobStatus.PENDING)
