@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import fray_iris
 from fray import Entrypoint, EnvironmentConfig, JobRequest, JobStatus, ResourceConfig
 from fray.errors import InvalidRequestError
+from fray_iris._convert import job_status, line, to_iris_request, to_resource_spec
 from fray_testing.conformance import entrypoints as ep
 
 
@@ -26,9 +28,16 @@ def test_exports_are_the_public_names() -> None:
         "IrisActorHandle",
         "IrisClient",
         "IrisJobHandle",
-        "job_status",
-        "to_iris_request",
-        "to_resource_spec",
+        "NSYS_TASKS_ENV",
+        "convert_constraints",
+        "convert_container_profile",
+        "convert_entrypoint",
+        "convert_environment",
+        "convert_resources",
+        "map_iris_job_state",
+        "resolve_coscheduling",
+        "wrap_multiprocess",
+        "wrap_nsys",
     ]
     for name in fray_iris.__all__:
         assert getattr(fray_iris, name) is not None
@@ -42,7 +51,7 @@ def test_backend_is_registered_under_the_iris_entry_point() -> None:
 
 
 def test_cpu_memory_and_disk_convert() -> None:
-    spec = fray_iris.to_resource_spec(ResourceConfig(cpu=2.5, ram="512m", disk="2g"))
+    spec = to_resource_spec(ResourceConfig(cpu=2.5, ram="512m", disk="2g"))
     proto = spec.to_proto()
     assert proto.cpu_millicores == 2500
     assert proto.memory_bytes == 512 * 2**20
@@ -51,7 +60,7 @@ def test_cpu_memory_and_disk_convert() -> None:
 
 
 def test_tpu_device_has_chips_per_vm_and_multi_vm_types_are_coscheduled() -> None:
-    converted = fray_iris.to_iris_request(request(resources=ResourceConfig.with_tpu("v5p-16")))
+    converted = to_iris_request(request(resources=ResourceConfig.with_tpu("v5p-16")))
     device = converted.resources.to_proto().device
     assert (device.tpu.variant, device.tpu.count) == ("v5p-16", 4)
     assert converted.coscheduling is not None
@@ -61,21 +70,21 @@ def test_tpu_device_has_chips_per_vm_and_multi_vm_types_are_coscheduled() -> Non
 
 def test_multislice_keeps_one_replica_per_vm_of_every_slice() -> None:
     resources = ResourceConfig.with_tpu("v5litepod-16", slice_count=2)
-    converted = fray_iris.to_iris_request(request(resources=resources))
+    converted = to_iris_request(request(resources=resources))
     assert converted.replicas == 8
     assert converted.coscheduling is not None
 
 
 def test_single_vm_tpu_with_replicas_is_not_coscheduled() -> None:
     resources = ResourceConfig.with_tpu("v5litepod-4")
-    converted = fray_iris.to_iris_request(request(resources=resources, replicas=3))
+    converted = to_iris_request(request(resources=resources, replicas=3))
     assert converted.coscheduling is None
     assert converted.replicas == 3
 
 
 def test_gpu_device_and_alternatives() -> None:
     resources = ResourceConfig.with_gpu("H100", 8, device_alternatives=["A100-80G"])
-    converted = fray_iris.to_iris_request(request(resources=resources))
+    converted = to_iris_request(request(resources=resources))
     device = converted.resources.to_proto().device
     assert (device.gpu.variant, device.gpu.count) == ("H100", 8)
     [constraint] = converted.constraints
@@ -85,16 +94,16 @@ def test_gpu_device_and_alternatives() -> None:
 
 def test_placement_constraints() -> None:
     resources = ResourceConfig(preemptible=False, regions=["us-central1", "us-east1"], zone="z1")
-    keys = [c.key for c in fray_iris.to_iris_request(request(resources=resources)).constraints]
+    keys = [c.key for c in to_iris_request(request(resources=resources)).constraints]
     assert keys == ["preemptible", "region", "zone"]
-    assert fray_iris.to_iris_request(request()).constraints == []
+    assert to_iris_request(request()).constraints == []
 
 
 def test_environment_and_retry_budgets() -> None:
     environment = EnvironmentConfig(
         env_vars={"A": "1", "JAX_PLATFORMS": "tpu"}, pip_packages=["numpy"], extras=["x"]
     )
-    converted = fray_iris.to_iris_request(
+    converted = to_iris_request(
         request(environment=environment, max_retries_failure=2, max_retries_preemption=7)
     )
     env = converted.environment.to_proto()
@@ -107,31 +116,29 @@ def test_environment_and_retry_budgets() -> None:
 
 
 def test_job_wide_failure_budget_keeps_each_replica_its_retries() -> None:
-    from fray_iris import _iris
-
     plain = request(max_retries_failure=2, replicas=3)
     capped = request(max_retries_failure=2, replicas=3, max_task_failures=4)
-    if _iris.HAS_JOB_FAILURE_BUDGET:  # marin-iris 0.2.227: always passed (Iris's default is 0)
-        assert fray_iris.to_iris_request(plain).kwargs()["max_task_failures"] == 6
-        assert fray_iris.to_iris_request(request()).kwargs()["max_task_failures"] == 0
-        assert fray_iris.to_iris_request(capped).kwargs()["max_task_failures"] == 4
+    if line.FAILURE_BUDGET:  # marin-iris 0.2.227: always passed (Iris's default is 0)
+        assert to_iris_request(plain).kwargs()["max_task_failures"] == 6
+        assert to_iris_request(request()).kwargs()["max_task_failures"] == 0
+        assert to_iris_request(capped).kwargs()["max_task_failures"] == 4
     else:  # 0.2.20 has no such argument: a budget asked for is refused, naming the field
-        assert "max_task_failures" not in fray_iris.to_iris_request(plain).kwargs()
+        assert "max_task_failures" not in to_iris_request(plain).kwargs()
         with pytest.raises(InvalidRequestError) as caught:
-            fray_iris.to_iris_request(capped)
+            to_iris_request(capped)
         assert caught.value.field == "max_task_failures"
         assert "0.2.227" in str(caught.value)
 
 
 def test_priority_is_an_iris_band_and_timeout_a_duration() -> None:
-    converted = fray_iris.to_iris_request(request(priority=3, timeout=90))
+    converted = to_iris_request(request(priority=3, timeout=90))
     kwargs = converted.kwargs()
     assert kwargs["priority_band"] == 3  # PRIORITY_BAND_BATCH on both lines
     assert kwargs["timeout"].to_seconds() == 90
-    defaults = fray_iris.to_iris_request(request()).kwargs()
+    defaults = to_iris_request(request()).kwargs()
     assert "priority_band" not in defaults and "timeout" not in defaults
     with pytest.raises(InvalidRequestError) as caught:
-        fray_iris.to_iris_request(request(priority=42))
+        to_iris_request(request(priority=42))
     assert caught.value.field == "priority"
     assert "3 (batch)" in str(caught.value)
 
@@ -140,7 +147,7 @@ def test_unreachable_reasons_are_a_few_words() -> None:
     from connectrpc.code import Code
     from connectrpc.errors import ConnectError
 
-    from fray_iris._iris import unreachable_reason
+    from fray_iris._convert import unreachable_reason
 
     refused = ConnectError(
         Code.UNAVAILABLE,
@@ -154,12 +161,10 @@ def test_unreachable_reasons_are_a_few_words() -> None:
 
 
 def test_docker_image_is_the_task_image_and_workspace_is_refused() -> None:
-    converted = fray_iris.to_iris_request(
-        request(environment=EnvironmentConfig(docker_image="img:1"))
-    )
+    converted = to_iris_request(request(environment=EnvironmentConfig(docker_image="img:1")))
     assert converted.task_image == "img:1"
     with pytest.raises(InvalidRequestError) as caught:
-        fray_iris.to_iris_request(request(environment=EnvironmentConfig(workspace="/tmp")))
+        to_iris_request(request(environment=EnvironmentConfig(workspace="/tmp")))
     assert caught.value.field == "JobRequest.environment.workspace"
 
 
@@ -177,7 +182,7 @@ def test_states_map_to_fray_statuses() -> None:
         job_pb2.JOB_STATE_UNSCHEDULABLE: JobStatus.FAILED,
     }
     for state, status in expected.items():
-        assert fray_iris.job_status(state) is status
+        assert job_status(state) is status
 
 
 def test_connect_errors_become_fray_errors() -> None:
@@ -214,7 +219,7 @@ def test_a_stale_client_gets_irises_text_and_what_to_do() -> None:
 
 
 def test_fray_ids_drop_the_iris_user() -> None:
-    from fray_iris._task import fray_job_id
+    from fray_iris._views import fray_job_id
 
     assert fray_job_id("/root/train") == "train"
     assert fray_job_id("/alice/train/child") == "train/child"
@@ -271,15 +276,18 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
     # Iris returns every line so far on each fetch, in time order: a child's line written
     # before lines already seen comes back in their midst, and a line printed twice in the
     # same millisecond has the same key twice.
-    from fray_iris._logs import LineMerge
+    from iris.cluster.types import JobName
+
+    from fray_iris._client import Tracked
 
     a, b = (("stdout", 1, "a"), "a"), (("stdout", 3, "b"), "b")
     late = (("stdout", 2, "from kid"), "[job/kid] from kid")
-    merge = LineMerge()
-    assert merge.merge([a, b]) == ["a", "b"]
-    assert merge.merge([a, late, b]) == ["a", "b", "[job/kid] from kid"]
-    assert merge.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
-    assert merge.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    seen = Tracked(JobName.from_wire("/root/job"))
+    assert seen.merge(True, [a, b]) == ["a", "b"]
+    assert seen.merge(True, [a, late, b]) == ["a", "b", "[job/kid] from kid"]
+    assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.merge(False, [a]) == ["a"]
 
 
 def test_task_stores_an_error_that_does_not_pickle_as_its_text(
@@ -295,16 +303,14 @@ def test_task_stores_an_error_that_does_not_pickle_as_its_text(
     with pytest.raises(ep.UnpicklableError):
         run_callable(ep.raise_unpicklable, ("holds a lock",), {}, url)
     store = ResultStore(url)
-    kind, exc, trace = store.read(store.task_path("/root/unpicklable", 0))
+    kind, outcome = store.read(store.task_path("/root/unpicklable", 0))
     assert kind == "error"
+    exc = outcome.cause
     assert isinstance(exc, RuntimeError) and str(exc) == "UnpicklableError: holds a lock"
-    assert "raise_unpicklable" in trace
+    assert "raise_unpicklable" in outcome.trace
 
 
 def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refused() -> None:
-    from fray_iris import _iris
-    from fray_iris._convert import to_iris_request
-
     assert to_iris_request(request(resources=ResourceConfig(image="img:1"))).task_image == "img:1"
     with pytest.raises(InvalidRequestError) as caught:
         to_iris_request(
@@ -321,7 +327,56 @@ def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refuse
     with pytest.raises(InvalidRequestError) as caught:  # unknown, or none on 0.2.20
         to_iris_request(profiled)
     assert caught.value.field == "ResourceConfig.container_profile"
-    if _iris.CONTAINER_PROFILES:
-        name, number = next((n, v) for n, v in _iris.CONTAINER_PROFILES.items() if v)
+    if line.CONTAINER_PROFILES:
+        name, number = next((n, v) for n, v in line.CONTAINER_PROFILES.items() if v)
         chosen = request(resources=ResourceConfig(container_profile=name))
         assert to_iris_request(chosen).kwargs()["container_profile"] == number
+
+
+def _environment(**fields: object) -> object:
+    """An environment with the fields fray-core's EnvironmentConfig is getting (secrets,
+    secret_behavior, setup_scripts, sync_packages); the conversion reads them by name."""
+    import types
+
+    defaults: dict[str, object] = {
+        "secrets": {},
+        "secret_behavior": None,
+        "setup_scripts": None,
+        "sync_packages": None,
+    }
+    return types.SimpleNamespace(**{**defaults, **fields})
+
+
+@pytest.mark.skipif(not line.FAILURE_BUDGET, reason="marin-iris 0.2.227 delivers secrets")
+def test_secrets_and_setup_reach_iris_0_2_227_and_no_repr_shows_a_secret() -> None:
+    from rigging.secrets import SecretBehavior
+
+    config = _environment(
+        secrets={"HF_TOKEN": "s3cr3t-value"}, secret_behavior="isolate", setup_scripts=[]
+    )
+    spec: Any = line.environment(None, {"A": "1"}, None, config)
+    assert spec.secrets == {"HF_TOKEN": "s3cr3t-value"}
+    assert spec.secret_behavior is SecretBehavior.ISOLATE
+    assert spec.setup_scripts == []  # none: the image is used as it is
+    assert "s3cr3t-value" not in repr(spec)
+    default: Any = line.environment(None, {}, None, _environment())
+    assert default.setup_scripts is None  # Iris's default uv sync
+    assert default.secret_behavior is SecretBehavior.INHERIT
+    with pytest.raises(InvalidRequestError) as caught:
+        line.environment(None, {}, None, _environment(secret_behavior="share"))
+    assert caught.value.field == "EnvironmentConfig.secret_behavior"
+
+
+@pytest.mark.skipif(line.FAILURE_BUDGET, reason="marin-iris 0.2.20 refuses explicit secrets")
+def test_explicit_secrets_are_refused_on_0_2_20_in_one_line_without_the_value() -> None:
+    config = _environment(secrets={"HF_TOKEN": "s3cr3t-value"})
+    with pytest.raises(InvalidRequestError) as caught:
+        line.environment(None, {}, None, config)
+    message = str(caught.value)
+    assert caught.value.field == "EnvironmentConfig.secrets"
+    assert "0.2.227" in message and "\n" not in message
+    assert "s3cr3t-value" not in message
+    assert line.environment(None, {}, None, _environment()).env_vars == {}
+    with pytest.raises(InvalidRequestError) as caught:
+        line.environment(None, {}, None, _environment(secret_behavior="isolate"))
+    assert caught.value.field == "EnvironmentConfig.secret_behavior"

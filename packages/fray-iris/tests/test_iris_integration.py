@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from iris.cluster.types import JobName
 
 import fray
 import fray.backend
 from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import ActorDiedError, ActorError, InvalidRequestError, JobNotFoundError
-from fray_iris import IrisClient, _iris
-from fray_iris._convert import job_status as fray_status
+from fray_iris import IrisClient
+from fray_iris._convert import line
 from fray_testing.conformance import entrypoints as ep
 from fray_testing.conformance import host_in_job
 
@@ -53,7 +54,7 @@ def _workers(client: IrisClient) -> dict[str, dict[str, str]]:
 
 
 def _task_workers(client: IrisClient, job: Any) -> list[str]:
-    return [task.worker_id for task in client.iris.list_tasks(job._wire)]
+    return [task.worker_id for task in client.iris.list_tasks(JobName.from_wire(job.iris_job_id))]
 
 
 def tpu_host_identity() -> dict[str, str | None]:
@@ -85,7 +86,7 @@ def test_multi_vm_tpu_job_runs_one_task_per_vm(iris_client: IrisClient) -> None:
 
 
 def test_single_vm_tpu_replicas_are_not_coscheduled(iris_client: IrisClient) -> None:
-    from fray_iris import to_iris_request
+    from fray_iris._convert import to_iris_request
 
     request = JobRequest(
         name=f"tpu4-{os.urandom(3).hex()}",
@@ -98,7 +99,7 @@ def test_single_vm_tpu_replicas_are_not_coscheduled(iris_client: IrisClient) -> 
 
 
 def test_non_preemptible_job_lands_on_an_on_demand_group(iris_client: IrisClient) -> None:
-    from fray_iris import to_iris_request
+    from fray_iris._convert import to_iris_request
 
     request = JobRequest(
         name=f"ondemand-{os.urandom(3).hex()}",
@@ -190,7 +191,9 @@ def test_worker_loss_is_retried_as_a_preemption(iris_client: IrisClient, tmp_pat
 
 def spawn_child_with_current_client(child_name: str) -> dict[str, Any]:
     """Inside a job: the auto-detected client, and a child job submitted with it."""
-    client, reason = fray.backend.explain_current_client()
+    from fray_iris._context import detect
+
+    client, reason = fray.current_client(), (detect() or ("", "", None, "no Iris context"))[3]
     print("parent says hi", flush=True)
     child = client.submit(
         JobRequest(name=child_name, entrypoint=Entrypoint.from_callable(ep.print_lines, ["kid"]))
@@ -213,7 +216,7 @@ def test_nested_jobs_use_the_jobs_own_context(iris_client: IrisClient) -> None:
     )
     seen = job.result(timeout=TIMEOUT)
     assert seen["type"] == "IrisClient"
-    assert seen["reason"] == "inside an Iris job"
+    assert seen["reason"] == "running inside an Iris job"
     assert seen["job"] == job.job_id
     assert seen["child"] == f"{job.job_id}/kid"
     assert job.info().children == (seen["child"],)
@@ -252,12 +255,14 @@ class SlowStart:
 def test_wait_ready_fails_fast_when_the_hosting_job_dies(iris_client: IrisClient) -> None:
     group = iris_client.create_actor_group(SlowStart, name=f"slow-{os.urandom(3).hex()}", count=1)
     _eventually(lambda: group.job.status() is JobStatus.RUNNING, "the actor job to start")
-    _iris.terminate(iris_client.iris, group.job._wire)  # killed behind Fray's back
+    line.terminate(
+        iris_client.iris, JobName.from_wire(group.job.iris_job_id)
+    )  # killed behind Fray's back
     start = time.monotonic()
     with pytest.raises(ActorError, match="stopped"):
         group.wait_ready(timeout=TIMEOUT)
     assert time.monotonic() - start < 30
-    assert group.statuses() == [JobStatus.STOPPED]
+    assert group.statuses() == [JobStatus.FAILED]  # it died: the group did not stop it
 
 
 # -- hosted actors ----------------------------------------------------------------------------
@@ -275,13 +280,14 @@ def test_hosted_actor_is_an_endpoint_of_its_job_while_it_serves(iris_client: Iri
     try:
         job = iris_client.get_job(f"{name}-host")
         endpoint = f"{job.iris_job_id}/{name}-0"
-        (found,) = _iris.endpoints_named(iris_client.iris, endpoint)
+        wire = JobName.from_wire(job.iris_job_id)
+        found = line.endpoint(iris_client.iris, wire, endpoint)
         host, port = hosted.handle.address
-        assert found.address == f"{host}:{port}"
+        assert found == f"{host}:{port}"
         assert host == "127.0.0.1"  # the controller is on this machine
         assert hosted.handle.end() == "ending"  # its shutdown_event: it stops serving
         _eventually(
-            lambda: not _iris.endpoints_named(iris_client.iris, endpoint),
+            lambda: not line.endpoint(iris_client.iris, wire, endpoint),
             "the endpoint to be unregistered once the actor stopped serving",
         )
         assert job.status() is JobStatus.RUNNING  # the job did not remove it: it still runs
@@ -441,12 +447,10 @@ def test_list_jobs_carries_iris_error_text(iris_client: IrisClient) -> None:
 def test_finished_jobs_age_out_of_the_client(
     iris_cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A driver that runs jobs for days must not keep every handle (with its status, tasks
-    # and return value) it ever made: the client keeps the jobs not known to have finished
-    # and the last FRAY_JOB_HISTORY finished ones. It learns which have finished from its
-    # handles, or from one batched status call once enough jobs have gathered.
+    # A driver that runs jobs for days must not keep every record it ever made: the client
+    # keeps its unfinished jobs and the last FRAY_JOB_HISTORY finished ones. An older job is
+    # still found on the cluster, by id, without the request it was submitted with.
     monkeypatch.setenv("FRAY_JOB_HISTORY", "1")
-    monkeypatch.setattr(IrisClient, "SWEEP_FROM", 2)
     client = IrisClient(iris_cluster.url, results_url=iris_cluster.results_url)
     tag = os.urandom(3).hex()
 
@@ -456,22 +460,16 @@ def test_finished_jobs_age_out_of_the_client(
         )
 
     try:
-        first, second = submit(0), submit(1)  # the first sweep: both still look unfinished
-        assert first.result(timeout=TIMEOUT) == 0  # its handle knows it has finished
-        states = client.iris._cluster_client.get_job_states  # the cluster's word, not a handle's
-        _eventually(
-            lambda: fray_status(states([second._wire])[second.iris_job_id]).is_finished,
-            "the second job to finish",
-        )
-        third, fourth = submit(2), submit(3)  # four gathered: the next sweep
-        assert client.get_job(fourth.job_id) is fourth  # unfinished, or the last to finish
-        # Both finished ones were seen; one finished job is kept, so the first is gone. It is
-        # still found on the cluster, under a new handle.
-        again = client.get_job(first.job_id)
-        assert again is not first
+        jobs = [submit(i) for i in range(3)]
+        assert [job.result(timeout=TIMEOUT) for job in jobs] == [0, 1, 2]
+        assert [info.job_id for info in client.list_jobs()][-3:] == [j.job_id for j in jobs]
+        assert client.get_job(jobs[2].job_id) == jobs[2]  # the last to finish is kept
+        again = client.get_job(jobs[0].job_id)
+        assert again != jobs[0]  # aged out: found on the cluster
         assert again.status() is JobStatus.SUCCEEDED and again.result() == 0
-        assert len(client._jobs) <= 3
-        assert [third.result(timeout=TIMEOUT), fourth.result(timeout=TIMEOUT)] == [2, 3]
+        assert again.info().name == f"age-{tag}-0"
+        assert again.info().attempts == 1
+        assert client.get_job(jobs[0].job_id) == again
     finally:
         client.shutdown()
 
@@ -492,14 +490,17 @@ def test_priority_timeout_and_failure_budget_reach_the_controller(
         )
     )
     assert job.result(timeout=TIMEOUT) == [3, 3]
-    stub = iris_client.iris._cluster_client._client
+    from iris.rpc.controller_connect import ControllerServiceClientSync
+
+    stub = ControllerServiceClientSync(address=iris_client.address)
     asked = stub.get_job_status(
         controller_pb2.Controller.GetJobStatusRequest(job_id=job.iris_job_id)
     ).request
+    stub.close()
     assert asked.priority_band == 3  # batch
     assert asked.timeout.milliseconds == 600_000
     assert asked.max_retries_failure == 3
-    if _iris.HAS_JOB_FAILURE_BUDGET:  # 0.2.227: each of the 2 replicas keeps its 3 retries
+    if line.FAILURE_BUDGET:  # 0.2.227: each of the 2 replicas keeps its 3 retries
         assert asked.max_task_failures == 6
 
 
@@ -531,3 +532,34 @@ def test_log_tail_of_a_parent_skips_its_childrens_lines(iris_client: IrisClient)
     assert list(job.logs(max_lines=1)) == list(job.logs())[-1:]
     tail = list(job.logs(max_lines=2, include_children=True))
     assert len(tail) == 2
+
+
+def test_discover_new_stops_at_its_target_and_wait_streams_logs(
+    iris_client: IrisClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # marin-fray 0.2.227's call shapes: IrisActorGroup.discover_new(target=N) returns
+    # handles until N have been returned in all; IrisJobHandle.wait(stream_logs=True)
+    # prints the job's lines while it waits.
+    group = iris_client.create_actor_group(ep.Counter, name=f"disc-{os.urandom(3).hex()}", count=2)
+    try:
+        _eventually(lambda: group.ready_count == 2, "both actors to be ready")
+        first = group.discover_new(target=1)
+        assert len(first) == 1
+        assert group.discover_new(target=1) == []
+        rest = group.discover_new()
+        assert len(rest) == 1 and rest[0] != first[0]
+    finally:
+        group.shutdown()
+    lines = [f"streamed {i}" for i in range(3)]
+    job = iris_client.submit(
+        JobRequest(
+            name=f"stream-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.print_lines, lines),
+        )
+    )
+    assert job.wait(timeout=TIMEOUT, stream_logs=True) is JobStatus.SUCCEEDED
+    printed: list[str] = []
+    _eventually(
+        lambda: printed.extend(capfd.readouterr().out.splitlines()) or set(lines) <= set(printed),
+        "the job's lines to be printed",
+    )

@@ -18,6 +18,7 @@ from iris.cluster.types import EnvironmentSpec, ResourceSpec, gpu_device, tpu_de
 from iris.rpc import job_pb2
 
 import fray.iris_backend as ib
+import fray_iris
 from fray import (
     ANY_REGION,
     CpuConfig,
@@ -30,16 +31,16 @@ from fray import (
     TpuConfig,
 )
 from fray.errors import BackendUnavailableError, InvalidRequestError
-from fray_iris import _iris, _predecessor_api, to_iris_request
+from fray_iris._convert import line, to_iris_request
 
-NEW_IRIS = _iris.HAS_JOB_FAILURE_BUDGET  # 0.2.227 (Python 3.12+); False on 0.2.20
+NEW_IRIS = line.FAILURE_BUDGET  # 0.2.227 (Python 3.12+); False on 0.2.20
 only_new = pytest.mark.skipif(not NEW_IRIS, reason="needs marin-iris 0.2.227")
 only_old = pytest.mark.skipif(NEW_IRIS, reason="checks marin-iris 0.2.20's refusal")
 
 
 def test_fray_iris_backend_serves_these_helpers() -> None:
-    for name in _predecessor_api.__all__:
-        assert getattr(ib, name) is getattr(_predecessor_api, name)
+    for name in set(fray_iris.__all__) & set(ib.__all__):
+        assert getattr(ib, name) is getattr(fray_iris, name)
     assert ib.NSYS_TASKS_ENV == "IRIS_NSYS_TASKS"
 
 

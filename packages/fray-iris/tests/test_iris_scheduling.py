@@ -12,10 +12,10 @@ import pytest
 
 from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import InvalidRequestError, JobFailedError
-from fray_iris import _iris
+from fray_iris._convert import line
 
 # The 0.2.227 line (it has the job-wide failure budget) checks capacity at submit.
-REFUSES_AT_SUBMIT = _iris.HAS_JOB_FAILURE_BUDGET
+REFUSES_AT_SUBMIT = line.FAILURE_BUDGET
 WAITS = pytest.mark.skipif(
     REFUSES_AT_SUBMIT,
     reason="marin-iris 0.2.227 refuses a job no group can place at submit (tested below)",

@@ -4,8 +4,8 @@ Three kinds of names live here, as in the predecessor's module:
 
 - fray-iris's client, job handle and actor types (``FrayIrisClient``, ``IrisJobHandle``...);
 - the predecessor's helpers that build Iris requests from Fray's types
-  (``convert_resources``, ``convert_environment``, ``resolve_coscheduling``...), from
-  ``fray_iris._predecessor_api``; they return the installed marin-iris's types;
+  (``convert_resources``, ``convert_environment``, ``resolve_coscheduling``...); they
+  return the installed marin-iris's types;
 - Fray's own types, re-exported under the predecessor's names (``FrayEntrypoint`` is
   ``fray.Entrypoint``, ``FrayJobAlreadyExists`` is ``fray.JobAlreadyExists``,
   ``OperationFuture`` is the future of a long-running actor call, ``method.submit()``).
@@ -38,9 +38,12 @@ if TYPE_CHECKING:
     from fray.backend._wire import CallFuture as OperationFuture
     from fray.errors import ActorUnavailableError
     from fray.errors import JobAlreadyExists as FrayJobAlreadyExists
-    from fray_iris import FrayIrisClient, IrisActorGroup, IrisActorHandle, IrisJobHandle
-    from fray_iris._predecessor_api import (  # pyright: ignore[reportPrivateUsage]
+    from fray_iris import (
         NSYS_TASKS_ENV,
+        FrayIrisClient,
+        IrisActorGroup,
+        IrisActorHandle,
+        IrisJobHandle,
         convert_constraints,
         convert_container_profile,
         convert_entrypoint,
@@ -73,14 +76,10 @@ _FRAY: dict[str, tuple[str, str]] = {
     "HostedActor": ("fray._actor", "HostedActor"),
     "JobRequest": ("fray._types", "JobRequest"),
     "JobStatus": ("fray._types", "JobStatus"),
-    "OperationFuture": ("fray.backend", "CallFuture"),
+    "OperationFuture": ("fray.backend._wire", "CallFuture"),
     "ResourceConfig": ("fray._resources", "ResourceConfig"),
     "TpuConfig": ("fray._resources", "TpuConfig"),
 }
-
-# fray-iris's client, job and actor types; every other name of ``__all__`` that is neither
-# one of Fray's objects above nor ``logger`` is a helper of ``fray_iris._predecessor_api``.
-_IRIS_TYPES = frozenset({"FrayIrisClient", "IrisActorGroup", "IrisActorHandle", "IrisJobHandle"})
 
 __all__ = [
     "ANY_REGION",
@@ -123,9 +122,8 @@ def __getattr__(name: str) -> Any:
     if name in _FRAY:
         module, attr = _FRAY[name]
         value = getattr(importlib.import_module(module), attr)
-    elif name in __all__:
-        module = "fray_iris" if name in _IRIS_TYPES else "fray_iris._predecessor_api"
-        value = getattr(_import_fray_iris(name, module), name)
+    elif name in __all__:  # every other name is one of fray_iris's (public) names
+        value = getattr(_import_fray_iris(name), name)
     else:
         raise AttributeError(f"module 'fray.iris_backend' has no attribute {name!r}")
     globals()[name] = value
@@ -136,10 +134,12 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def _import_fray_iris(name: str, module: str) -> Any:
-    """fray-iris's ``module``, or the install hint when fray-iris (or Iris) is missing."""
+def _import_fray_iris(name: str) -> Any:
+    """``fray_iris``, or the install hint when fray-iris (or Iris) is missing."""
     try:
-        return importlib.import_module(module)
+        value = importlib.import_module("fray_iris")
+        getattr(value, name)  # loads the module behind the name: Iris may be missing
+        return value
     except ImportError as err:
         if err.name is not None and err.name.split(".")[0] in ("fray_iris", "iris"):
             raise BackendUnavailableError(

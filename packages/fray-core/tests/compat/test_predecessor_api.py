@@ -57,15 +57,7 @@ DELIBERATE: dict[str, str] = {
 }
 
 # Open in other parts of the project: key -> what is missing.
-_LOGS = "logs(max_lines=0) returning a tuple: the job handles' work"
-_ADOPT = "submit(request, adopt_existing) by position: the clients' work"
-PENDING: dict[str, str] = {
-    "fray.iris_backend.FrayIrisClient.submit": _ADOPT,
-    "fray.iris_backend.IrisJobHandle.logs": _LOGS,
-    "fray.iris_backend.IrisJobHandle.wait": "IrisJobHandle.wait(stream_logs=): fray-iris",
-    "fray.iris_backend.IrisActorGroup.discover_new": "discover_new(target=): fray-iris",
-    "fray.iris_backend.IrisActorGroup.wait_ready": "wait_ready(timeout=900.0): fray-iris",
-}
+PENDING: dict[str, str] = {}
 
 _P = inspect.Parameter
 _POSITIONAL = (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)

@@ -22,34 +22,50 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fray_iris._actor_handle import IrisActorFuture, IrisActorHandle
     from fray_iris._actors import IrisActorGroup
-    from fray_iris._client import IrisClient
-    from fray_iris._convert import job_status, to_iris_request, to_resource_spec
-    from fray_iris._jobs import IrisJobHandle
-    from fray_iris._predecessor import FrayIrisClient
+    from fray_iris._client import IrisClient, IrisJobHandle
+    from fray_iris._predecessor import (
+        NSYS_TASKS_ENV,
+        FrayIrisClient,
+        convert_constraints,
+        convert_container_profile,
+        convert_entrypoint,
+        convert_environment,
+        convert_resources,
+        map_iris_job_state,
+        resolve_coscheduling,
+        wrap_multiprocess,
+        wrap_nsys,
+    )
 
 __all__ = [
+    "NSYS_TASKS_ENV",
     "FrayIrisClient",
     "IrisActorFuture",
     "IrisActorGroup",
     "IrisActorHandle",
     "IrisClient",
     "IrisJobHandle",
-    "job_status",
-    "to_iris_request",
-    "to_resource_spec",
+    "convert_constraints",
+    "convert_container_profile",
+    "convert_entrypoint",
+    "convert_environment",
+    "convert_resources",
+    "map_iris_job_state",
+    "resolve_coscheduling",
+    "wrap_multiprocess",
+    "wrap_nsys",
 ]
 
-_LAZY = {
-    "FrayIrisClient": "fray_iris._predecessor",
-    "IrisActorFuture": "fray_iris._actor_handle",
-    "IrisActorGroup": "fray_iris._actors",
-    "IrisActorHandle": "fray_iris._actor_handle",
-    "IrisClient": "fray_iris._client",
-    "IrisJobHandle": "fray_iris._jobs",
-    "job_status": "fray_iris._convert",
-    "to_iris_request": "fray_iris._convert",
-    "to_resource_spec": "fray_iris._convert",
-}
+# Where each name lives. The predecessor's names (``fray.iris_backend`` serves them) are its
+# client built its way and the helpers its users call to build Iris requests for raw Iris.
+_LAZY = dict.fromkeys(__all__, "fray_iris._predecessor")
+_LAZY.update(
+    IrisActorFuture="fray_iris._actor_handle",
+    IrisActorGroup="fray_iris._actors",
+    IrisActorHandle="fray_iris._actor_handle",
+    IrisClient="fray_iris._client",
+    IrisJobHandle="fray_iris._client",
+)
 
 
 def __getattr__(name: str) -> Any:

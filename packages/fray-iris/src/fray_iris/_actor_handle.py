@@ -21,11 +21,15 @@ from typing import Any
 
 import cloudpickle
 from connectrpc.errors import ConnectError
-from iris.cluster.types import JobName, is_job_finished, is_task_finished
+from iris.client import IrisClient as RawIrisClient
+from iris.client.client import get_iris_ctx
+from iris.cluster.types import JobName
 from iris.rpc import actor_pb2
+from iris.rpc.actor_connect import ActorServiceClientSync
 
 from fray.errors import ActorDiedError, ActorError, JobTimeoutError
-from fray_iris._convert import translate_errors
+from fray_iris._convert import line, never_sent, translate_errors
+from fray_iris._views import FINISHED, TASK_FINISHED
 
 __all__ = ["IrisActorFuture", "IrisActorHandle", "IrisActorMethod", "forget_endpoints"]
 
@@ -41,8 +45,6 @@ _connections_lock = threading.Lock()
 def _connection(controller: str | None) -> Any:
     """The marin-iris client to resolve endpoints with: the current job's, else one per
     controller address for this process."""
-    from fray_iris._iris import RawIrisClient, get_iris_ctx
-
     ctx = get_iris_ctx()
     if ctx is not None and ctx.client is not None:
         return ctx.client
@@ -190,18 +192,16 @@ class IrisActorHandle:
     def _gone(self) -> str | None:
         """Why the actor is gone for good (its job finished, or its task did: it ended
         itself, or died with no restarts left), or ``None`` while it lives or restarts."""
-        from fray_iris._iris import task_states
-
         raw = _connection(self._controller)
         wire = JobName.from_wire(self._job_wire)
         with translate_errors(f"state of actor {self.name}"):
-            states = raw._cluster_client.get_job_states([wire])
-            state = states.get(self._job_wire)
-            if state is None or is_job_finished(state):
+            state = line.states(raw, [wire]).get(self._job_wire)
+            if state is None or state in FINISHED:
                 return "its job has finished"
             index = self._endpoint.rsplit("-", 1)[-1]
-            task = task_states(raw, wire).get(int(index)) if index.isdigit() else None
-        if task is not None and is_task_finished(task):
+            tasks = {t.task_index: t.state for t in line.tasks(raw, wire)}
+            task = tasks.get(int(index)) if index.isdigit() else None
+        if task is not None and task in TASK_FINISHED:
             return "its task has finished (it ended itself, or died with no restarts left)"
         return None
 
@@ -209,10 +209,6 @@ class IrisActorHandle:
         rpc = self._rpc
         if rpc is not None:
             return rpc
-        from iris.rpc.actor_connect import ActorServiceClientSync
-
-        from fray_iris._iris import endpoints_named
-
         if self._endpoint in _STOPPED:
             raise self._died("its group was shut down")
         raw = _connection(self._controller)
@@ -220,7 +216,7 @@ class IrisActorHandle:
         delay = 0.05
         while True:
             with translate_errors(f"resolve actor {self.name}"):
-                found = endpoints_named(raw, self._endpoint)
+                found = line.endpoint(raw, JobName.from_wire(self._job_wire), self._endpoint)
             if found:
                 break
             gone = self._gone()
@@ -230,9 +226,7 @@ class IrisActorHandle:
                 raise self._died(f"its endpoint did not come back within {_RESOLVE_WAIT_S}s")
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-        rpc = ActorServiceClientSync(
-            address=found[0].address, timeout_ms=None, accept_compression=[]
-        )
+        rpc = ActorServiceClientSync(address=found, timeout_ms=None, accept_compression=[])
         self._rpc = rpc
         return rpc
 
@@ -257,8 +251,6 @@ class IrisActorHandle:
                 # Unreachable (gone for good, restarting, or not yet listening on a loaded
                 # machine): retry while its task lives, for a while. Any other failure means
                 # the actor may have run the call: send it again only with retries left.
-                from fray_iris._iris import never_sent
-
                 last = err
                 self._rpc = None
                 gone = self._gone()
@@ -282,9 +274,7 @@ class IrisActorHandle:
                 continue
             if response.HasField("error"):
                 error = response.error
-                from fray_iris._iris import ACTOR_NOT_FOUND
-
-                if error.error_type in ACTOR_NOT_FOUND:
+                if error.error_type in line.ACTOR_NOT_FOUND:
                     raise ActorError(f"actor {self.name}: {error.message}")
                 if error.serialized_exception:
                     raise cloudpickle.loads(error.serialized_exception)

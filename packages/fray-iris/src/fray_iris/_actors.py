@@ -1,68 +1,70 @@
 # pyright: standard
 """Actor groups on Iris: a group is one Iris job with an ``actor`` port per replica.
 
-Each replica builds its actor, serves it with Iris's actor server and registers the endpoint
-``<group job id>/<group>-<index>`` (see ``_task.host_actor``); the group learns its members'
-states by asking: the endpoints registered, the constructor errors in the results store, and
-the state of the hosting job.
+Each replica runs :func:`host_actor`: it builds its actor, serves it with Iris's actor
+server and registers the endpoint ``<group job id>/<group>-<index>``. The group learns its
+members' states by asking: the endpoints registered, the ends stored in the results store,
+and the state of the hosting job and its tasks.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
+import types
+from collections.abc import Callable
 from typing import Any
 
 from iris.cluster.types import Entrypoint as IrisEntrypoint
-from iris.cluster.types import is_task_finished
+from iris.cluster.types import JobName
 
-from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
-from fray.backend import ActorMember, BaseActorGroup
-from fray.errors import ActorDiedError, ActorError
-from fray_iris import _iris
+from fray import ActorConfig, ActorContext, Entrypoint, JobRequest, JobStatus, ResourceConfig
+from fray.backend import (
+    ActorMember,
+    BaseActorGroup,
+    Outcome,
+    ShutdownEvent,
+    binding,
+    restart_allowed,
+)
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 from fray_iris._actor_handle import IrisActorHandle, forget_endpoints
-from fray_iris._convert import to_iris_request, translate_errors
-from fray_iris._task import host_actor
+from fray_iris._convert import line, translate_errors
+from fray_iris._results import ResultStore
+from fray_iris._task import enter_task, serving_hosts
+from fray_iris._views import TASK_FINISHED
 
-__all__ = ["IrisActorGroup", "actor_job"]
+__all__ = ["IrisActorGroup", "actor_job", "host_actor"]
 
 _LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
 _LOOK_MAX_S = 0.5
 _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
-
-
 _UNLIMITED_RETRIES = 1000  # Iris's retries for "restart without limit"
-
-
-def group_restarts(config: ActorConfig, resources: ResourceConfig) -> int:
-    """How many times a group's actor restarts after it dies (-1: without limit): its
-    ``max_restarts``, or, where that is ``None``, Ray's default (without limit on
-    preemptible resources, never on the others)."""
-    if config.max_restarts is not None:
-        return config.max_restarts
-    return -1 if resources.preemptible else 0
 
 
 def actor_job(
     actor_class: type[Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    *,
     name: str,
     count: int,
     resources: ResourceConfig,
     config: ActorConfig,
-    results_url: str | None,
-) -> tuple[JobRequest, IrisEntrypoint, dict[str, Any]]:
-    """The request, entrypoint and submit arguments of an actor group's job.
+    client: Any,
+) -> tuple[JobRequest, IrisEntrypoint]:
+    """The request and entrypoint of an actor group's job.
 
     An actor whose process dies (killed, or ``fail()``) is restarted as on Ray: up to
     ``config.max_restarts`` times (-1: without limit; ``None``: without limit on preemptible
-    resources, never on the others), as Iris retries of the actor's task.
+    resources, never on the others), as Iris retries of the actor's task. The job allows one
+    attempt more: the attempt after the last restart only stores that the actor died and
+    exits 0, so that Iris does not fail the job, and stop the group's other actors.
     """
-    restarts = group_restarts(config, resources)
-    # One attempt more than restarts: the attempt after the last restart only stores that
-    # the actor died and exits 0 (see _task.host_actor), so that Iris does not fail the job,
-    # and stop the group's other actors, when one actor runs out of restarts.
+    restarts = config.max_restarts
+    if restarts is None:
+        restarts = -1 if resources.preemptible else 0
     retries = _UNLIMITED_RETRIES if restarts < 0 else restarts + 1
     request = JobRequest(
         name=name,
@@ -73,23 +75,14 @@ def actor_job(
         max_retries_preemption=retries,
         priority=config.priority,
     )
-    entry = IrisEntrypoint.from_callable(
-        host_actor,
-        actor_class,
-        tuple(args),
-        dict(kwargs),
-        name,
-        config,
-        restarts,
-        results_url,
-    )
-    return request, entry, to_iris_request(request).kwargs()
+    task_args = (actor_class, tuple(args), dict(kwargs), name, config, restarts, client.results_url)
+    return request, IrisEntrypoint.from_callable(host_actor, *task_args)
 
 
 def _task_end(name: str, task: Any) -> tuple[JobStatus, BaseException | None] | None:
     """FAILED, for an actor whose task has finished without storing its end: its process
     died with no restarts left (the job goes on while its other actors run)."""
-    if task is None or not is_task_finished(task.state):
+    if task is None or task.state not in TASK_FINISHED:
         return None
     why = task.error or f"exit code {task.exit_code}"
     return JobStatus.FAILED, ActorDiedError(f"actor {name} died with no restarts left: {why}")
@@ -106,29 +99,48 @@ class IrisActorGroup(BaseActorGroup):
 
     polls = True
 
-    def __init__(
-        self, session: Any, name: str, count: int, job: Any, config: ActorConfig | None = None
-    ) -> None:
+    def __init__(self, client: Any, name: str, count: int, job: Any, config: ActorConfig) -> None:
         wire = job.iris_job_id
-        retries = (config or ActorConfig()).max_task_retries or 0
+        retries = config.max_task_retries or 0
         members = [
             ActorMember(
                 i,
                 f"{name}-{i}",
-                IrisActorHandle(f"{wire}/{name}-{i}", wire, session.address, retries=retries),
+                IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries=retries),
             )
             for i in range(count)
         ]
         super().__init__(name, members)
-        self._session = session
+        self._owner = client
         self._job = job
+        self._wire = wire
         self._delay = _LOOK_FIRST_S
-        self._job_stopped_by_client = False
 
     @property
     def job(self) -> Any:
         """The Iris job that hosts the actors."""
         return self._job
+
+    def discover_new(self, target: int | None = None) -> list[Any]:
+        """Handles of ready actors not returned before; with ``target``, only until that
+        many have been returned in all."""
+        if target is None:
+            return super().discover_new()
+        self._refresh(0)
+        with self._cond:
+            room = max(target - len(self._yielded), 0)
+            fresh = [
+                m
+                for m in self._members
+                if m.status is JobStatus.RUNNING and m.index not in self._yielded
+            ][:room]
+            self._yielded.update(m.index for m in fresh)
+        return [m.handle for m in fresh]
+
+    def wait_ready(self, count: int | None = None, timeout: float | None = 900.0) -> list[Any]:
+        """Waits until ``count`` actors are ready (see ``fray.ActorGroup``); by default for
+        up to 900 s, as the predecessor's Iris groups (an Iris worker may need a scale-up)."""
+        return super().wait_ready(count, timeout)
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -142,21 +154,14 @@ class IrisActorGroup(BaseActorGroup):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            time.sleep(min(self._delay, left))
+            time.sleep(min(self._delay, left))  # the pause between two looks
             self._delay = min(self._delay * 1.5, _LOOK_MAX_S)
             if self._look():
                 return
 
     def _stop(self, members: list[ActorMember]) -> None:
         forget_endpoints([m.handle.endpoint for m in members])
-        if not self._job_stopped_by_client:
-            self._job.terminate()
-
-    def stop_with_client(self) -> None:
-        """Shuts the group down, leaving its job to the client, which stops all its jobs at
-        once."""
-        self._job_stopped_by_client = True
-        self.shutdown()
+        self._job.terminate()
 
     # -- looking -----------------------------------------------------------------------------
 
@@ -165,15 +170,21 @@ class IrisActorGroup(BaseActorGroup):
         live = [m for m in self._members if m.status not in _GONE]
         if self._stopped or not live:
             return False
-        # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's endpoint.
-        tasks = self._tasks()
-        ready = {i for i in self._ready_indices() if _task_end("", tasks.get(i)) is None}
+        raw = self._owner.iris
+        prefix = f"{self._wire}/{self.name}-"
+        with translate_errors(f"actors of {self.name}"):
+            names = line.endpoints(raw, prefix)
+            # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's one.
+            tasks = {t.task_index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
+        suffixes = {n[len(prefix) :] for n in names}
+        ready = {i for i in range(len(self._members)) if str(i) in suffixes}
+        ready = {i for i in ready if _task_end("", tasks.get(i)) is None}
         if all(m.index in ready for m in live):
             return any([m.set_status(JobStatus.RUNNING) for m in live])
         changed = False
-        job_status = self._job.status()
+        status = self._job.status()
         ended = None
-        if job_status.is_finished:
+        if status.is_finished:
             info = self._job.info()
             ended = ActorError(
                 f"the job hosting actor group {self.name} ended {info.status.value}"
@@ -185,42 +196,179 @@ class IrisActorGroup(BaseActorGroup):
                 end = _task_end(member.name, tasks.get(member.index))
             if end is not None:
                 changed |= member.set_status(*end)
-            elif ended is not None:
-                gone = JobStatus.FAILED if job_status is JobStatus.FAILED else JobStatus.STOPPED
-                changed |= member.set_status(gone, ended)
-            elif member.index in ready:
-                changed |= member.set_status(JobStatus.RUNNING)
+            elif ended is not None:  # its job ended, not stopped by this group: it died
+                changed |= member.set_status(JobStatus.FAILED, ended)
             else:
-                changed |= member.set_status(JobStatus.PENDING)
+                running = member.index in ready
+                changed |= member.set_status(JobStatus.RUNNING if running else JobStatus.PENDING)
         return changed
-
-    def _ready_indices(self) -> set[int]:
-        prefix = f"{self._job.iris_job_id}/{self.name}-"
-        with translate_errors(f"actors of {self.name}"):
-            found = _iris.endpoints_under(self._session.raw, prefix)
-        count = len(self._members)
-        ready: set[int] = set()
-        for endpoint in found:
-            suffix = endpoint.name[len(prefix) :]
-            if suffix.isdigit() and int(suffix) < count:
-                ready.add(int(suffix))
-        return ready
-
-    def _tasks(self) -> dict[int, Any]:
-        """The group's tasks (Iris ``TaskStatus`` protos), by actor index."""
-        with translate_errors(f"actors of {self.name}"):
-            found = _iris.list_tasks(self._session.raw, self._job._wire)
-        return {_iris.task_index(task): task for task in found}
 
     def _stored_end(self, index: int) -> tuple[JobStatus, BaseException | None] | None:
         """How actor ``index`` ended, from what it stored: SUCCEEDED (its shutdown_event), or
         FAILED with the error (its constructor raised, it exited, or it failed for good)."""
-        store = self._session.results
-        if store is None:
-            return None
-        record = store.read(store.actor_path(self._job.iris_job_id, index))
+        store = self._owner.results
+        record = store.read(store.actor_path(self._wire, index)) if store is not None else None
         if record is None:
             return None
-        if record[0] == "error":
-            return JobStatus.FAILED, record[1]
+        if record.kind == "failed":
+            return JobStatus.FAILED, record.cause
         return JobStatus.SUCCEEDED, None
+
+
+# -- in the task ---------------------------------------------------------------------------
+
+
+class _Serving:
+    """Runs an actor's methods: at most ``limit`` at once, with ``current_actor()`` set, and
+    with exceptions that always travel back. A method raising ``SystemExit`` ends the actor:
+    that call and every later one raise ``ActorDiedError``, and the task exits."""
+
+    def __init__(self, instance: Any, limit: int, context: ActorContext, name: str) -> None:
+        self.instance = instance
+        self.gate = threading.Semaphore(limit)
+        self.context = context
+        self.name = name
+        self.closed = False
+        self.restarting = False  # closed until Iris runs the task again
+        self.on_exit: Callable[[], None] = lambda: None
+
+    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.restarting:
+                raise ActorUnavailableError(f"actor {self.name} is restarting")
+            if self.closed:
+                raise ActorDiedError(f"actor {self.name} has exited")
+            with self.gate, binding(actor=self.context):
+                outcome = Outcome.of_call(method, *args, **kwargs)
+            if outcome.kind == "succeeded":
+                return outcome.value
+            if isinstance(outcome.cause, SystemExit):
+                self.closed = True
+                self.on_exit()
+                code = outcome.cause.code
+                raise ActorDiedError(f"actor {self.name} exited (SystemExit {code!r}) in this call")
+            import cloudpickle  # the exception as it pickles (its text, where it would not)
+
+            raise cloudpickle.loads(cloudpickle.dumps(outcome)).cause
+
+        return call
+
+    def namespace(self) -> types.SimpleNamespace:
+        methods: dict[str, Callable[..., Any]] = {}
+        for name in dir(self.instance):
+            attr = getattr(self.instance, name, None) if not name.startswith("_") else None
+            if callable(attr):
+                methods[name] = self.wrap(attr)
+        return types.SimpleNamespace(**methods)
+
+
+_EXIT_DELAY_S = 0.5  # lets the call that ended the actor send its answer
+
+
+def host_actor(
+    actor_class: type[Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    group_name: str,
+    config: ActorConfig,
+    restarts: int,
+    results_url: str | None,
+) -> None:
+    """Runs one actor of a group in this task: builds it, serves it on the ``actor`` port and
+    registers its endpoint ``<job id>/<group>-<index>``; then serves until the job is stopped
+    or the actor ends itself.
+
+    ``restarts`` is the group's restart budget (-1: no limit), counted in Iris attempts (a
+    lost worker's included, as Ray counts a lost node's). The actor's end is stored in the
+    results store, where the group reads it, and the task exits 0, so the group's other
+    actors keep running: a constructor that raised, a ``SystemExit`` in a method, a
+    ``shutdown_event`` set (SUCCEEDED), a ``fail(exc)`` with no restarts left. A
+    ``fail(exc)`` with restarts left stores nothing and exits 1: Iris runs the task again.
+    """
+    from iris.actor.server import ActorServer
+    from iris.client.client import iris_ctx
+    from iris.cluster.client.job_info import get_job_info
+
+    job_wire, index = enter_task(results_url)
+    info = get_job_info()
+    assert info is not None
+    actor_name = f"{group_name}-{index}"
+    endpoint = f"{job_wire}/{actor_name}"
+    store = ResultStore(results_url) if results_url else None
+    record_path = store.actor_path(job_wire, index) if store else ""
+    if store is not None and info.attempt_id == 0:
+        store.remove(record_path)  # a record left by an earlier group of the same name
+
+    def record(outcome: Outcome) -> None:
+        if store is not None:
+            store.write(record_path, outcome)
+
+    if 0 <= restarts < info.attempt_id:
+        # Its process died (killed, a lost worker, fail()) with no restarts left: Iris ran
+        # the task once more only so that this is stored and the job goes on.
+        why = f"died with no restarts left (max_restarts={restarts})"
+        record(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
+        print(f"[fray] actor {actor_name} {why}", flush=True)
+        return
+
+    handle = IrisActorHandle(
+        endpoint, job_wire, info.controller_address, retries=config.max_task_retries or 0
+    )
+    stop = threading.Event()
+    exit_code = [0]
+    ended: list[Callable[[], None]] = []  # set once serving has started
+
+    def on_shutdown() -> None:
+        if ended:
+            ended[0]()
+
+    context = ActorContext(handle, index, group_name, ShutdownEvent(on_shutdown, actor_name))
+    with binding(actor=context):
+        built = Outcome.of_call(actor_class, *args, **kwargs)
+    if built.kind != "succeeded":
+        sys.stderr.write(built.trace or f"{built.error}\n")
+        record(built)
+        sys.stderr.flush()
+        return
+
+    bind, advertise = serving_hosts(info)
+    ctx = iris_ctx()
+    server = ActorServer(host=bind, port=ctx.get_port("actor"))
+    serving = _Serving(built.value, config.max_concurrency, context, actor_name)
+    server.register(endpoint, serving.namespace())
+    port = server.serve_background()
+    registry = ctx.registry
+    address = f"http://{advertise}:{port}"
+    endpoint_id = registry.register(endpoint, address, metadata={"fray": "actor"})
+    print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
+
+    def finish(outcome: Outcome | None, code: int) -> None:
+        # Takes no more calls; the call that ended it still answers before the exit.
+        serving.closed = True
+        if outcome is not None:
+            record(outcome)  # before the endpoint goes: the group reads both
+        registry.unregister(endpoint_id)
+        exit_code[0] = code
+        threading.Timer(_EXIT_DELAY_S, stop.set).start()
+
+    def end_actor() -> None:
+        failure = context.failure
+        if failure is None:
+            finish(Outcome.succeeded(), 0)
+        elif restart_allowed(info.attempt_id, restarts):
+            print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
+            serving.restarting = True
+            finish(None, 1)
+        else:
+            why = f"failed: {type(failure).__name__}: {failure}"
+            finish(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")), 0)
+
+    died = ActorDiedError(f"actor {actor_name} exited (SystemExit in a method)")
+    serving.on_exit = lambda: finish(Outcome.failed(died), 0)
+    ended.append(end_actor)
+    if context.shutdown_event is not None and context.shutdown_event.is_set():
+        end_actor()  # set by the constructor, before there was anything to end
+    stop.wait()  # serve until the job is stopped or the actor ends
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code[0])

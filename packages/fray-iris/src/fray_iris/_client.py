@@ -1,55 +1,142 @@
 # pyright: standard
-"""IrisClient: Fray jobs and actors on an Iris cluster, through the marin-iris client."""
+"""IrisClient: Fray jobs and actors on an Iris cluster, on the engine's hooks.
+
+Iris runs a job's attempts and both retry budgets itself, so a job is submitted whole
+(``_launch``) and its record follows what Iris reports: placing until a task runs, running,
+then the final status Iris decided (``JobRecord.end``), with Iris's counts. Nobody need ask
+for a job to end: one thread per client asks the controller about all its unfinished jobs in
+one call a round, which runs their done-callbacks (``fray.wait_all`` included).
+"""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
 import os
-import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from iris.client import IrisClient as RawIrisClient
+from iris.client.client import get_iris_ctx
 from iris.cluster.client import resolve_job_user
-from iris.cluster.types import Entrypoint as IrisEntrypoint
-from iris.cluster.types import JobName, is_job_finished
-from iris.rpc import job_pb2
+from iris.cluster.client.job_info import get_job_info
+from iris.cluster.types import JobName
+from iris.rpc import controller_pb2, job_pb2
+from iris.rpc.controller_connect import ControllerServiceClientSync
 
-from fray import ActorConfig, JobInfo, JobRequest, ResourceConfig
-from fray.backend import (
-    BaseClient,
-    ClientSpec,
-    HostedActorHandle,
-    JobHistory,
-    check_request,
-    forget_default_client,
-    validate_actor_args,
-)
+from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, current_job_id
+from fray.backend import BaseClient, BaseJobHandle, ClientSpec, JobRecord, Outcome, Phase
 from fray.environment_variables import FRAY_CLIENT_SPEC
-from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
-from fray_iris import _iris
-from fray_iris._actors import IrisActorGroup, actor_job
-from fray_iris._convert import (
-    IRIS,
-    ship_code_by_value,
-    to_iris_entrypoint,
-    to_iris_request,
-    translate_errors,
+from fray.errors import (
+    FrayError,
+    InvalidRequestError,
+    JobAlreadyExistsError,
+    JobFailedError,
+    JobNotFoundError,
 )
-from fray_iris._iris import RawIrisClient, get_iris_ctx
-from fray_iris._jobs import IrisJob, IrisJobHandle, listed_job_info
+from fray_iris import _convert as convert
+from fray_iris._actors import IrisActorGroup, actor_job
+from fray_iris._convert import job_status, line, translate_errors
 from fray_iris._results import ResultStore, default_local_results_url
-from fray_iris._session import Session, normalize_address
-from fray_iris._task import fray_job_id, is_loopback, serving_hosts
+from fray_iris._task import is_loopback, serving_hosts
+from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
-__all__ = ["IrisClient"]
-
-T = TypeVar("T")
 logger = logging.getLogger("fray.iris")
+
+POLL_FIRST_S = 0.02  # the watcher's first pause after a job was submitted or moved on
+POLL_MAX_S = 1.0  # growing by half each round to this
+PENDING_REASON_EVERY_S = 1.0
+STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
+LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the last lines
+_PROBE_TIMEOUT_MS = 5_000
+_IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
+_NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
+
+
+def probe(address: str) -> None:
+    """Asks the controller one question with a 5 s deadline and no retries (Iris retries
+    a controller that is down for up to 30 minutes).
+
+    Raises:
+        FrayError: ``cannot reach the Iris controller at ...: <why>``: refused, a name that
+            does not resolve, or no answer within 5 s. Any answer, an error too, will do.
+    """
+    stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
+    try:
+        stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
+    except ConnectError as err:
+        if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
+            why = convert.unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
+            raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
+    finally:
+        stub.close()
+
+
+class Tracked:
+    """What the record of an Iris job keeps (``JobRecord.data``), and the lines it has seen,
+    in the order first seen: each fetch returns every line so far, and a line is new only
+    where its key occurs more often than before, so a follow never repeats a line, and a
+    child's line that arrives late is added, not lost."""
+
+    __slots__ = ("detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
+
+    def __init__(self, wire: JobName) -> None:
+        self.wire = wire
+        self.pending_reason: str | None = None
+        self.pending_at = 0.0
+        self.detailed = False
+        self.lines: dict[bool, list[str]] = {False: [], True: []}
+        self.seen: dict[bool, collections.Counter[Any]] = {}
+
+    def merge(self, children: bool, entries: list[tuple[Any, str]]) -> list[str]:
+        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
+        seen = self.seen.setdefault(children, collections.Counter())
+        fresh: collections.Counter[Any] = collections.Counter()
+        for key, text in entries:
+            fresh[key] += 1
+            if fresh[key] > seen[key]:
+                seen[key] += 1
+                self.lines[children].append(text)
+        return self.lines[children]
+
+
+class IrisJobHandle(BaseJobHandle):
+    """Handle to an Iris job; see ``fray.JobHandle``."""
+
+    __slots__ = ()
+
+    @property
+    def iris_job_id(self) -> str:
+        """The Iris job id (wire form, ``/<user>/<name>...``)."""
+        return self._job.data.wire.to_wire()
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        raise_on_failure: bool = True,
+        stream_logs: bool = False,
+    ) -> JobStatus:
+        """Blocks until the job is finished; see ``fray.JobHandle.wait``. With
+        ``stream_logs``, the job's lines (its children's too) are printed as they come."""
+        if stream_logs:
+            lines = self.logs(follow=True, include_children=True)
+            threading.Thread(target=_print_all, args=(lines,), daemon=True).start()
+        return super().wait(timeout, raise_on_failure=raise_on_failure)
+
+
+def _print_all(lines: Iterator[str]) -> None:
+    with contextlib.suppress(FrayError):
+        for text in lines:
+            print(text, flush=True)
 
 
 class IrisClient(BaseClient):
@@ -65,6 +152,7 @@ class IrisClient(BaseClient):
             this machine, a private folder under the system temp dir.
         iris_client: An existing ``iris.client.IrisClient`` to wrap (not shut down by
             :meth:`shutdown`).
+        bundle_id: An uploaded workspace bundle to run jobs from.
 
     Raises:
         FrayError: ``cannot reach the Iris controller at ...``: the controller refused the
@@ -72,7 +160,8 @@ class IrisClient(BaseClient):
     """
 
     scheme = "iris"
-    capabilities = IRIS
+    capabilities = convert.IRIS
+    handle_type = IrisJobHandle
 
     def __init__(
         self,
@@ -81,246 +170,423 @@ class IrisClient(BaseClient):
         workspace: str | Path | None = None,
         results_url: str | None = None,
         iris_client: RawIrisClient | None = None,
+        bundle_id: str | None = None,
     ) -> None:
+        super().__init__()
         ctx = get_iris_ctx()
-        ws = Path(workspace) if workspace is not None else None
-        if ws is not None and not ws.is_dir():
+        inside = ctx is not None and ctx.client is not None
+        if workspace is not None and not Path(workspace).is_dir():
             raise InvalidRequestError.for_field(
                 "IrisClient.workspace", str(workspace), "must be an existing folder"
             )
-        reopen: Callable[[], RawIrisClient] | None = None
-        if iris_client is not None:
-            raw, owned = iris_client, False
-            # Read lazily-tolerant: a wrapped client is not asked anything until it is used.
-            cluster = getattr(iris_client, "_cluster_client", None)
-            controller = getattr(cluster, "_address", None)
-        elif address is not None:
-            if not isinstance(address, str) or not address.strip():
-                raise InvalidRequestError.for_field(
-                    "IrisClient.address", address, "use host:port or http://host:port"
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise InvalidRequestError.for_field(
+                "IrisClient.address", address, "use host:port or http://host:port"
+            )
+        if iris_client is None and address is None and not inside:
+            raise InvalidRequestError.for_field(
+                "IrisClient.address",
+                None,
+                "outside an Iris job give the controller address "
+                f"(IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://host:port)",
+            )
+        self._reopen: Callable[[], RawIrisClient] | None = None
+        self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if inside else None
+        if address is not None and iris_client is None:
+            self.address = address.strip()
+            if "://" not in self.address:
+                self.address = f"http://{self.address}"
+            if not inside or workspace is not None or bundle_id is not None:
+                probe(self.address)
+                ws = Path(workspace) if workspace is not None else None
+                remote = RawIrisClient.remote
+                self._reopen = functools.partial(
+                    remote, self.address, workspace=ws, bundle_id=bundle_id
                 )
-            controller = normalize_address(address.strip())
-            if ctx is not None and ctx.client is not None and ws is None:
-                # Inside a job: the job's own client keeps the job tree and namespace.
-                raw, owned = ctx.client, False
-            else:
-                reopen = functools.partial(RawIrisClient.remote, controller, workspace=ws)
-                raw, owned = reopen(), True
-                # Iris retries a call to a controller that is down for up to 30 minutes:
-                # one quick question first turns that into one line within seconds.
-                _iris.probe(raw, controller)
-        else:
-            if ctx is None or ctx.client is None:
-                raise InvalidRequestError.for_field(
-                    "IrisClient.address",
-                    None,
-                    "outside an Iris job give the controller address "
-                    f"(IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://host:port)",
-                )
-            raw, owned = ctx.client, False
-            controller = os.environ.get("IRIS_CONTROLLER_ADDRESS")
-        if ctx is not None and ctx.job_id is not None:
-            user = ctx.job_id.user
-        else:
-            user = resolve_job_user(None)
-        url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
-        if url is None and is_loopback(controller):
-            url = default_local_results_url()
-        self._session = Session(
-            raw,
-            owned=owned,
-            address=controller,
-            reopen=reopen,
-            user=user,
-            results=ResultStore(url) if url else None,
+        # Inside a job, the job's own client keeps the job tree and namespace.
+        self._raw: RawIrisClient | None = iris_client or (
+            self._reopen() if self._reopen else getattr(ctx, "client", None)
         )
-        # The jobs this client started: every one not known to have finished, and the last
-        # finished ones (FRAY_JOB_HISTORY). Which have finished is learnt from their handles
-        # and, once enough have gathered, from one batched status call (``_sweep``).
-        self._jobs: JobHistory[IrisJobHandle] = JobHistory()
-        self._sweep_at = self.SWEEP_FROM
+        self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
+        url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
+        if url is None and iris_client is None and is_loopback(self.address):
+            url = default_local_results_url()
+        self.results = ResultStore(url) if url else None
         self._groups: list[IrisActorGroup] = []
-        self._lock = threading.Lock()
+        self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
+        self._watch_cond = threading.Condition()
+        self._watched: dict[int, JobRecord] = {}
+        self._watching = self._watch_fresh = False
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> IrisClient:
         """Builds a client from ``iris://host:port[?ws=PATH]``, or, for the spec ``iris`` that
         ``current_client()`` uses inside an Iris job, from that job's own Iris context."""
         spec.reject_unknown({"ws"}, address=True)
-        workspace = spec.params.get("ws") or None
-        return cls(spec.address, workspace=workspace)
+        return cls(spec.address, workspace=spec.params.get("ws") or None)
 
     @property
     def results_url(self) -> str | None:
         """Where return values are stored, or ``None`` if no location is configured."""
-        store = self._session.results
-        return store.url if store is not None else None
+        return self.results.url if self.results is not None else None
 
     @property
     def iris(self) -> RawIrisClient:
-        """The wrapped ``iris.client.IrisClient``."""
-        return self._session.raw
+        """The wrapped ``iris.client.IrisClient`` (after :meth:`shutdown`, a fresh one)."""
+        with self._lock:
+            if self._raw is None and self._reopen is not None:
+                self._raw = self._reopen()
+            raw = self._raw
+        assert raw is not None
+        return raw
 
     def __repr__(self) -> str:
-        return f"IrisClient({self._session.address!r}, jobs={len(self._jobs)})"
+        return f"IrisClient({self.address!r}, jobs={len(self._jobs)})"
 
-    # -- jobs --------------------------------------------------------------------------------
+    def _asking(self, action: str, job: JobRecord | None = None) -> Any:
+        job_id = job.job_id if job is not None else None
+        return translate_errors(action, job_id=job_id, address=self.address)
 
-    def submit(self, request: JobRequest, *, adopt_existing: bool = True) -> IrisJobHandle:
-        """Starts a job on Iris.
+    # -- submitting --------------------------------------------------------------------------
 
-        Iris job names are unique while a job runs: with ``adopt_existing`` a running job of
-        the same name is returned; otherwise :class:`JobAlreadyExistsError` carries its
-        handle. A finished job of the same name is replaced.
-        """
-        check_request(request)
-        self._check_open()
-        converted = to_iris_request(request)
-        entry = to_iris_entrypoint(request, self.results_url)
-        policy = (
-            job_pb2.EXISTING_JOB_POLICY_KEEP
-            if adopt_existing
-            else job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
-        )
-        return self._launch(request, entry, converted.kwargs(), policy)
+    def _prepare(self, request: JobRequest) -> Any:
+        if "/" in request.name:
+            raise InvalidRequestError.for_field(
+                "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
+            )
+        entry = convert.to_iris_entrypoint(request, self.results_url)
+        return entry, convert.to_iris_request(request).kwargs()
 
-    def _launch(
-        self,
-        request: JobRequest,
-        entry: IrisEntrypoint,
-        kwargs: dict[str, Any],
-        policy: Any,
-        ports: list[str] | None = None,
-    ) -> IrisJobHandle:
-        name = request.name
-        raw = self._session.raw
+    def _job_id(self, name: str, parent_id: str | None) -> str:
+        return f"{parent_id}/{name}" if parent_id else name
+
+    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+        policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
+        if adopt_existing:  # a running job of the same name is this job
+            policy = job_pb2.EXISTING_JOB_POLICY_KEEP
+        entry, kwargs = job.data
+        self._submit(job, entry, kwargs, policy)
+
+    def _submit(
+        self, job: JobRecord, entry: Any, kwargs: Any, policy: Any, ports: Any = None
+    ) -> None:
+        name = job.name
         try:
-            with translate_errors(f"submit {name}", job_id=name, address=self._session.address):
-                job = raw.submit(entry, name, ports=ports, existing_job_policy=policy, **kwargs)
-        except JobAlreadyExistsError as err:
-            raise JobAlreadyExistsError(name, self._existing(name)) from err
-        handle = IrisJobHandle(
-            IrisJob(self._session, job.job_id, request, replicas=kwargs.get("replicas"))
-        )
-        with self._lock:
-            self._jobs.add(handle.job_id, handle)
-            sweep = len(self._jobs.running) >= self._sweep_at
-            if sweep:
-                self._sweep_at = sys.maxsize  # one sweep at a time
-        if sweep:
-            self._sweep()
-        return handle
-
-    SWEEP_FROM = 1_000  # unfinished-looking jobs before the first sweep
-
-    def _sweep(self) -> None:
-        """Lets finished jobs age out of ``_jobs``: asks the cluster, in one call, which of
-        the jobs not yet known to have finished have. The next sweep comes once twice as
-        many have gathered as are left running: a cost linear in the jobs submitted."""
-        with self._lock:
-            handles = list(self._jobs.running.values())
-        states: dict[str, int] | None = None
-        try:
-            unknown = [h._wire for h in handles if not h._job.ended]
-            with translate_errors("status of this client's jobs"):
-                states = self._session.states(unknown) if unknown else {}
-        except FrayError as exc:  # looked at again at the next sweep
-            logger.debug("sweeping finished jobs failed: %s", exc)
-        finally:
+            with translate_errors(f"submit {name}", job_id=name, address=self.address):
+                submitted = self.iris.submit(
+                    entry, name, ports=ports, existing_job_policy=policy, **kwargs
+                )
+        except FrayError as err:
             with self._lock:
-                for handle in handles:
-                    state = None if states is None else states.get(handle.iris_job_id)
-                    if handle._job.ended or (state is not None and is_job_finished(state)):
-                        self._jobs.finished(handle.job_id)
-                self._sweep_at = max(2 * len(self._jobs.running), self.SWEEP_FROM)
+                if self._jobs.get(job.job_id) is job:
+                    del self._jobs[job.job_id]
+            job.end(JobStatus.FAILED, str(err))
+            if isinstance(err, JobAlreadyExistsError):
+                existing = None
+                with contextlib.suppress(FrayError):
+                    existing = self.get_job(job.job_id)
+                raise JobAlreadyExistsError(name, existing) from err
+            raise
+        job.data = Tracked(submitted.job_id)
+        job.begin()
+        self._watch(job)
 
-    def _existing(self, name: str) -> IrisJobHandle:
-        ctx = get_iris_ctx()
-        if ctx is not None and ctx.job_id is not None:
-            wire = ctx.job_id.child(name)
+    def _placed(self, job: JobRecord) -> None:
+        """Iris enforces ``timeout`` and ``scheduling_timeout`` itself."""
+
+    # -- keeping records current -------------------------------------------------------------
+
+    def _refresh(self, job: JobRecord) -> float | None:
+        data = job.data
+        if job.is_done or not isinstance(data, Tracked):
+            return None
+        with self._asking(f"status of {job.job_id}", job):
+            found = line.states(self.iris, [data.wire])
+        if data.wire.to_wire() not in found:
+            raise JobNotFoundError(job.job_id)
+        self._apply(job, found[data.wire.to_wire()])
+        return POLL_MAX_S  # the watcher sees the end sooner, and wakes the waiters
+
+    def _apply(self, job: JobRecord, state: str) -> bool:
+        """Moves the record on to Iris's ``state``; returns whether it changed."""
+        if state in FINISHED:
+            self._finish(job)
+            return True
+        if job_status(state) is JobStatus.RUNNING:
+            return job.placed()
+        if job.request is not None and job.request.scheduling_timeout is not None:
+            self._pending_reason(job)  # what its error will say if it is never placed
+        return False
+
+    def _finish(self, job: JobRecord) -> None:
+        """Records the end Iris reports: its counts, then the final status. A job this
+        client stopped ends once every job below it has stopped too."""
+        wire = job.data.wire
+        with self._asking(f"status of {job.job_id}", job):
+            view = line.status(self.iris, wire)
+            if view.state not in FINISHED:
+                return
+            if job.phase is Phase.STOPPING:
+                live = [
+                    v for v in line.jobs(self.iris, wire.to_wire() + "/") if v.state not in FINISHED
+                ]
+                for child in live:  # Iris stops them itself; make sure of it
+                    line.terminate(self.iris, JobName.from_wire(child.job_id))
+                if live:
+                    return
+        _copy_counts(job, view)
+        cause, error = None, view.error or None
+        if job_status(view.state) is JobStatus.FAILED:
+            cause, error = self._failure(job, view)
+        with job.lock:
+            job.exit_code, job.cause = view.exit_code, cause
+        request = job.request
+        if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
+            job.settle(Outcome.unplaced(job.data.pending_reason or _reason(view)))
         else:
-            wire = JobName.root(self._session.user, name)
-        return IrisJobHandle(IrisJob(self._session, wire))
+            job.end(job_status(view.state), error)
+
+    def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
+        """The user's exception (where a task stored one) and the text to report."""
+        for record in self._stored(job):
+            if record is not None and record[0] == "error":
+                return record[1].cause, record[1].error
+        timeout = job.request.timeout if job.request is not None else None
+        if view.state == "unschedulable":
+            reason = job.data.pending_reason or _reason(view)
+            why = view.error or "Iris cannot place the job"
+            return None, f"{why}; {reason}" if reason else why
+        if view.error == _IRIS_TIMEOUT and timeout is not None:
+            exc = TimeoutError(
+                f"attempt {max(view.failures, 1)} ran longer than timeout={timeout:g}s"
+            )
+            return exc, f"TimeoutError: {exc}"
+        return None, view.error or f"Iris ended the job {view.state}"
+
+    def _stored(self, job: JobRecord) -> list[Any]:
+        """What each replica stored in the results store (``None`` where nothing)."""
+        store, wire = self.results, job.data.wire.to_wire()
+        if store is None:
+            return [None] * job.replicas
+        return [store.read(store.task_path(wire, i)) for i in range(job.replicas)]
+
+    def _pending_reason(self, job: JobRecord) -> str | None:
+        data = job.data
+        if not isinstance(data, Tracked) or job.status is not JobStatus.PENDING:
+            return None
+        if time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:  # one call a second
+            with self._asking(f"status of {job.job_id}", job):
+                view = line.status(self.iris, data.wire)
+            data.pending_at = time.monotonic()
+            data.pending_reason = _reason(view) or data.pending_reason
+        return data.pending_reason
+
+    def _cancel_attempt(self, job: JobRecord) -> float:
+        with self._asking(f"terminate {job.job_id}", job):
+            line.terminate(self.iris, job.data.wire)
+        self._watch(job)
+        return STOP_GRACE_S
+
+    def _watch(self, job: JobRecord) -> None:
+        """Watches ``job`` until it has ended (and looks soon)."""
+        with self._watch_cond:
+            self._watched[id(job)] = job
+            self._watch_fresh = True
+            self._watch_cond.notify()
+            if not self._watching:
+                self._watching = True
+                threading.Thread(
+                    target=self._watch_jobs, name="fray-iris-watch", daemon=True
+                ).start()
+
+    def _watch_jobs(self) -> None:
+        """The one thread that asks about every watched job, in one call a round."""
+        delay = POLL_FIRST_S
+        while True:
+            with self._watch_cond:
+                self._watched = {k: j for k, j in self._watched.items() if not j.is_done}
+                if not self._watched:
+                    self._watching = False
+                    return
+                if self._watch_fresh:
+                    self._watch_fresh, delay = False, POLL_FIRST_S
+                self._watch_cond.wait(delay)
+                delay = min(delay * 1.5, POLL_MAX_S)
+                jobs = [j for j in self._watched.values() if not j.is_done]
+            try:
+                with self._asking("status of jobs"):
+                    states = line.states(self.iris, [j.data.wire for j in jobs])
+                for job in jobs:
+                    state = states.get(job.data.wire.to_wire())
+                    if state is not None and not job.is_done and self._apply(job, state):
+                        delay = POLL_FIRST_S  # a job moved on: look again soon
+            except FrayError as exc:  # waiters ask for themselves, and see why
+                logger.debug("watching Iris jobs failed: %s", exc)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _result(self, job: JobRecord) -> Any:
+        if self.results is None:
+            raise JobFailedError(
+                job.job_id,
+                job.status,
+                f"no results location is configured: set {FRAY_IRIS_RESULTS_URL} (or "
+                "IrisClient(results_url=...)) to a URL every task can reach",
+            )
+        stored = self._stored(job)
+        if any(record is None or record[0] != "ok" for record in stored):
+            why = "the job stored no return value (a command job has none; read its logs())"
+            raise JobFailedError(job.job_id, job.status, why)
+        return stored[0][1] if len(stored) == 1 else [record[1] for record in stored]
+
+    def _info(self, job: JobRecord) -> JobInfo:
+        data = job.data
+        if not isinstance(data, Tracked):
+            return super()._info(job)
+        wire = data.wire.to_wire()
+        with self._asking(f"info of {job.job_id}", job):
+            if not job.is_done:
+                _copy_counts(job, line.status(self.iris, data.wire))
+            if not data.detailed:  # the tasks say how many attempts started, and the exit code
+                tasks = line.tasks(self.iris, data.wire)
+                codes = [t.exit_code for t in tasks if t.exit_code]
+                with job.lock:
+                    job.attempts = max([job.attempts, *(t.attempts for t in tasks)])
+                    job.replicas = len(tasks) or job.replicas
+                    if job.is_done and codes:
+                        job.exit_code = codes[0]
+                    data.detailed = job.is_done
+            below = sorted(line.jobs(self.iris, wire + "/"), key=lambda v: v.submitted_at or 0)
+        children = tuple(fray_job_id(v.job_id) for v in below if v.parent == wire)
+        return job.info(children=children, pending_reason=self._pending_reason(job))
+
+    def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
+        data = job.data
+        if not isinstance(data, Tracked):
+            return super()._lines(job, include_children, tail)
+        if job.is_done and job.finished_at is not None:
+            settle = job.finished_at + LOGS_SETTLE_S - time.time()
+            if settle > 0:
+                time.sleep(settle)  # the worker sends the last lines a moment after the end
+        with self._asking(f"logs of {job.job_id}", job):
+            if tail:
+                entries = line.logs(self.iris, data.wire, max_lines=tail, tail=True)
+                own = [text for _key, text in self._own(job, entries, include_children)]
+                if len(own) >= tail or len(entries) < tail:
+                    return own[-tail:]
+                # Some of those last lines were children's: read them all.
+            entries = line.logs(self.iris, data.wire)
+        lines = self._own(job, entries, include_children)
+        if tail:
+            return [text for _key, text in lines][-tail:]
+        return data.merge(include_children, lines)
+
+    def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
+        """The job's lines (``[i] `` before each when it has several replicas) and, if
+        asked, its descendants' (``[<child id>] `` before each), with their keys."""
+        out: list[Any] = []
+        wire = job.data.wire.to_wire()
+        for entry in entries:
+            owner, _, index = entry.task.rpartition("/")
+            if owner == wire:
+                out.append((entry, f"[{index}] {entry.text}" if job.replicas > 1 else entry.text))
+            elif children:
+                out.append((entry, f"[{fray_job_id(owner)}] {entry.text}"))
+        return out
+
+    # -- jobs by id --------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> IrisJobHandle:
-        """A handle to an existing Iris job, by Fray id (or Iris wire id)."""
+        """A handle to a job on the cluster, by Fray id (or Iris wire id).
+
+        Raises:
+            JobNotFoundError: The controller does not know it.
+        """
         if not isinstance(job_id, str) or not job_id.strip("/"):
             raise InvalidRequestError.for_field("job_id", job_id, "must be a job id string")
         with self._lock:
-            known = self._jobs.get(job_id)
-        if known is not None:
-            return known
+            job = self._jobs.get(job_id) or self._found.get(job_id)
+        if job is not None:
+            return IrisJobHandle(job)
         try:
-            wire = self._session.wire(job_id)
+            wire = JobName.from_wire(job_id if job_id.startswith("/") else f"/{self.user}/{job_id}")
         except ValueError:
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
-        handle = IrisJobHandle(IrisJob(self._session, wire))
-        handle.status()  # raises JobNotFoundError for an unknown id
-        return handle
+        with translate_errors(f"status of {job_id}", job_id=job_id, address=self.address):
+            view = line.status(self.iris, wire)
+        fray_id, parent = fray_job_id(view.job_id), view.parent
+        parent_id = fray_job_id(parent) if parent else None
+        job = JobRecord(
+            self, fray_id, parent=parent_id, name=wire.name, replicas=max(view.tasks, 1)
+        )
+        job.data = Tracked(wire)
+        job.begin()
+        with self._lock:
+            job = self._found.setdefault(fray_id, job)
+        self._apply(job, view.state)
+        if not job.is_done:
+            self._watch(job)
+        return IrisJobHandle(job)
 
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this client's user on the cluster, oldest first."""
-        with self._session.what("list jobs"):
-            statuses = _iris.list_jobs(self._session.raw, f"/{self._session.user}/")
-        statuses.sort(key=lambda s: (s.submitted_at.epoch_ms, s.job_id))
+        with self._asking("list jobs"):
+            views = line.jobs(self.iris, f"/{self.user}/")
+        views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
         children: dict[str, list[str]] = collections.defaultdict(list)
-        for status in statuses:
-            if status.parent_job_id:
-                children[status.parent_job_id].append(fray_job_id(status.job_id))
-        return [
-            listed_job_info(self._session, s, tuple(children.get(s.job_id, ()))) for s in statuses
-        ]
+        for view in views:
+            if view.parent:
+                children[view.parent].append(fray_job_id(view.job_id))
+        return [_listed(v, tuple(children.get(v.job_id, ()))) for v in views]
 
     # -- actors ------------------------------------------------------------------------------
 
-    def create_actor_group(
+    def _create_actor_group(
         self,
-        actor_class: type[T],
-        *args: Any,
+        actor_class: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
         name: str,
         count: int,
-        resources: ResourceConfig | None = None,
-        actor_config: ActorConfig | None = None,
-        **kwargs: Any,
+        resources: ResourceConfig | None,
+        actor_config: ActorConfig | None,
+        single: bool,
     ) -> IrisActorGroup:
-        """Creates ``count`` actors named ``{name}-{i}`` as one Iris job with ``count``
-        replicas, each serving its actor on the ``actor`` port; returns without waiting."""
-        self._check_open()
-        validate_actor_args(actor_class, name, count, resources, actor_config)
-        self._check_resources(resources)
-        ship_code_by_value(actor_class)
-        request, entry, submit_kwargs = actor_job(
-            actor_class,
-            args,
-            kwargs,
-            name=name,
-            count=count,
-            resources=resources or ResourceConfig(),
-            config=actor_config or ActorConfig(),
-            results_url=self.results_url,
+        """``count`` actors named ``{name}-{i}``: one Iris job with ``count`` replicas, each
+        serving its actor on the ``actor`` port; returns without waiting."""
+        del single
+        convert.ship_code_by_value(actor_class)
+        config = actor_config or ActorConfig()
+        resources = resources or ResourceConfig()
+        request, entry = actor_job(actor_class, args, kwargs, name, count, resources, config, self)
+        parent = current_job_id()
+        job = JobRecord(self, self._job_id(name, parent), request, parent=parent)
+        with self._lock:
+            self._check_open()
+            self._remember(job)
+        policy, kwargs = (
+            job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED,
+            convert.to_iris_request(request).kwargs(),
         )
-        policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
         try:
-            job = self._launch(request, entry, submit_kwargs, policy, ports=["actor"])
+            self._submit(job, entry, kwargs, policy, ports=["actor"])
         except JobAlreadyExistsError as err:
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
             ) from err
-        group = IrisActorGroup(self._session, name, count, job, actor_config)
+        group = IrisActorGroup(self, name, count, IrisJobHandle(job), config)
         with self._lock:
             self._groups.append(group)
         return group
 
-    # -- hosted actors -----------------------------------------------------------------------
-
     def _hosting_address(self) -> str:
-        """This task's address for hosted actors' servers: loopback on a cluster whose
-        controller is on this machine, else the address Iris advertises for the task.
+        """This task's address for hosted actors' servers.
 
         Raises:
             InvalidRequestError: Not inside an Iris job.
         """
-        info = _iris.job_info()
+        info = get_job_info()
         if info is None:
             raise InvalidRequestError(
                 "host_actor on Iris runs inside an Iris job: the actor is served from the "
@@ -330,11 +596,9 @@ class IrisClient(BaseClient):
             )
         return serving_hosts(info)[1]
 
-    def _announce_hosted(self, handle: HostedActorHandle) -> Callable[[], None]:
-        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor (the name a
-        group actor of index 0 has), so Iris lists it under the job that hosts it; it is
-        unregistered when the actor stops serving, and with the task's end at the latest.
-        The endpoint holds the address only: calls need the handle, which holds the secret."""
+    def _announce_hosted(self, handle: Any) -> Callable[[], None]:
+        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor while it
+        serves (the address only: calls need the handle, which holds the secret)."""
         ctx = get_iris_ctx()
         assert ctx is not None and ctx.job_id is not None  # _hosting_address checked it
         endpoint = f"{ctx.job_id.to_wire()}/{handle.name}-0"
@@ -351,37 +615,58 @@ class IrisClient(BaseClient):
 
         return withdraw
 
-    # -- shutdown ----------------------------------------------------------------------------
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Stops every unfinished job and actor group this client started, then closes the
-        connection. Handles keep working afterwards (they reconnect to read status)."""
+    def _shutdown(self, wait: bool) -> None:
+        """Shuts the actor groups down (their jobs have stopped) and closes the connection
+        this client opened; handles keep working (they reconnect to read status)."""
         del wait
         with self._lock:
-            if self.is_shutdown:
-                return
-            self.is_shutdown = True
-            handles = list(self._jobs.running.values())  # the rest have finished
-            groups = list(self._groups)
-        self._stop_hosted()
+            groups, self._groups = self._groups, []
+            raw, self._raw = (self._raw, None) if self._reopen is not None else (None, self._raw)
         for group in groups:
-            group.stop_with_client()
-        try:
-            self._stop_all([h._wire for h in handles if not h._job.ended])
-        finally:
-            self._session.close()
-            forget_default_client(self)
+            group.shutdown()
+        if raw is not None:
+            with contextlib.suppress(Exception):  # closing is best effort
+                raw.shutdown()
 
-    def _stop_all(self, wires: list[JobName]) -> None:
-        if not wires:
-            return
-        raw = self._session.raw
-        with translate_errors("shutdown"):
-            states = self._session.states(wires)
-        live = [w for w in wires if w.to_wire() in states]
-        live = [w for w in live if not is_job_finished(states[w.to_wire()])]
-        for wire in live:
-            with translate_errors("shutdown"):
-                _iris.terminate(raw, wire)
-        if live:
-            self._session.wait_finished(live, include_descendants=True)
+
+def _attempts(view: JobView) -> int:
+    """Attempts that started, from the job's counts (Iris's tasks say it more exactly)."""
+    started = view.started_at is not None
+    ended = view.failures + view.preemptions
+    return max(ended + (started and job_status(view.state) is not JobStatus.FAILED), started)
+
+
+def _copy_counts(job: JobRecord, view: JobView) -> None:
+    with job.lock:
+        job.failures, job.preemptions = view.failures, view.preemptions
+        job.attempts = max(_attempts(view), job.attempts)
+        job.started_at = view.started_at or job.started_at
+        job.replicas = view.tasks or job.replicas
+
+
+def _reason(view: JobView) -> str | None:
+    """Iris's reason for not placing the job, on one line."""
+    reason = " ".join(view.pending_reason.split())
+    return reason if reason and reason != _NO_FEEDBACK_YET else None
+
+
+def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
+    """``JobInfo`` of a job in a listing."""
+    status = job_status(view.state)
+    return JobInfo(
+        job_id=fray_job_id(view.job_id),
+        name=view.job_id.rsplit("/", 1)[-1],
+        status=status,
+        attempts=_attempts(view),
+        preemptions=view.preemptions,
+        failures=view.failures,
+        error=view.error or None,
+        exit_code=view.exit_code if status.is_finished else None,
+        parent=fray_job_id(view.parent) if view.parent else None,
+        children=children,
+        replicas=max(view.tasks, 1),
+        submitted_at=view.submitted_at,
+        started_at=view.started_at,
+        finished_at=view.finished_at,
+        pending_reason=_reason(view) if status is JobStatus.PENDING else None,
+    )

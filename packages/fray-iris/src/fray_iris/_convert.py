@@ -1,10 +1,16 @@
 # pyright: standard
-"""Fray requests to Iris requests, Iris states to Fray statuses, Iris errors to Fray errors."""
+"""Every conversion between Fray's types and Iris's: requests to ``IrisClient.submit``'s
+arguments, Iris states to Fray statuses, Iris errors to Fray errors.
+
+``line`` is the adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11,
+``_iris_0_2_227`` on 3.12 and 3.13): the one place that tells them apart.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.metadata
 import os
 import shlex
 import sys
@@ -16,28 +22,15 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.client import JobAlreadyExists as IrisJobAlreadyExists
 from iris.client import JobFailedError as IrisJobFailedError
-from iris.cluster.constraints import (
-    Constraint,
-    ConstraintOp,
-    device_variant_constraint,
-    preemptible_constraint,
-    region_constraint,
-    zone_constraint,
-)
-from iris.cluster.types import (
-    CoschedulingConfig,
-    EnvironmentSpec,
-    ResourceSpec,
-    gpu_device,
-    tpu_device,
-)
+from iris.cluster import constraints as ic
+from iris.cluster.constraints import Constraint
+from iris.cluster.types import CoschedulingConfig, ResourceSpec, gpu_device, tpu_device
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.rpc import job_pb2
 from rigging.timing import Duration
 
 from fray import (
     ANY_REGION,
-    CpuConfig,
     EnvironmentConfig,
     GpuConfig,
     JobRequest,
@@ -54,57 +47,51 @@ from fray.errors import (
     JobNotFoundError,
     JobTimeoutError,
 )
-from fray_iris import _iris
 from fray_iris._task import run_callable
 
-__all__ = [
-    "IRIS",
-    "IrisRequest",
-    "job_status",
-    "ship_code_by_value",
-    "to_iris_entrypoint",
-    "to_iris_request",
-    "to_resource_spec",
-    "translate_errors",
-]
+IRIS_VERSION = importlib.metadata.version("marin-iris")
+if tuple(int(n) for n in IRIS_VERSION.split(".")[:3] if n.isdigit()) >= (0, 2, 21):
+    from fray_iris import _iris_0_2_227 as line
+else:
+    from fray_iris import _iris_0_2_20 as line
+
 
 IRIS = capabilities_of("iris")
 """What Iris refuses in a request (fray-core declares each backend's table once)."""
 
-_STATES: dict[int, JobStatus] = {
-    job_pb2.JOB_STATE_PENDING: JobStatus.PENDING,
-    job_pb2.JOB_STATE_BUILDING: JobStatus.PENDING,
-    job_pb2.JOB_STATE_RUNNING: JobStatus.RUNNING,
-    job_pb2.JOB_STATE_SUCCEEDED: JobStatus.SUCCEEDED,
-    job_pb2.JOB_STATE_FAILED: JobStatus.FAILED,
-    job_pb2.JOB_STATE_KILLED: JobStatus.STOPPED,
-    job_pb2.JOB_STATE_WORKER_FAILED: JobStatus.FAILED,
-    job_pb2.JOB_STATE_UNSCHEDULABLE: JobStatus.FAILED,
+NEWER = "marin-iris 0.2.227 (Python >= 3.12)"
+
+_STATES = {
+    "running": JobStatus.RUNNING,
+    "succeeded": JobStatus.SUCCEEDED,
+    "failed": JobStatus.FAILED,
+    "worker_failed": JobStatus.FAILED,
+    "unschedulable": JobStatus.FAILED,
+    "killed": JobStatus.STOPPED,
+}
+PRIORITY_BANDS = {
+    n: name.removeprefix("PRIORITY_BAND_").lower() for name, n in job_pb2.PriorityBand.items()
 }
 
 
-def job_status(state: int) -> JobStatus:
-    """Fray's status for an Iris ``JobState`` (unknown states count as PENDING)."""
-    return _STATES.get(state, JobStatus.PENDING)
+def job_status(state: Any) -> JobStatus:
+    """Fray's status for an Iris job state (its lower-case name, or whatever the installed
+    line reports: a ``job_pb2.JobState`` number, 0.2.227's ``JobState``); pending, building
+    and unknown states are PENDING."""
+    name = state if isinstance(state, str) else line.state_name(state)
+    return _STATES.get(name.lower(), JobStatus.PENDING)
 
 
 def to_resource_spec(resources: ResourceConfig) -> ResourceSpec:
-    """cpu, ram, disk and the device of one replica."""
+    """cpu, ram, disk and the device of one replica (``GpuConfig("auto")``: any GPU)."""
     device = resources.device
-    config: job_pb2.DeviceConfig | None
+    config = None
     if isinstance(device, TpuConfig):
         config = tpu_device(device.variant, device.chip_count())
     elif isinstance(device, GpuConfig):
-        # "auto" takes whatever GPU the cluster has: the variant is left open.
         config = gpu_device("" if device.variant == "auto" else device.variant, device.count)
-    else:
-        assert isinstance(device, CpuConfig)
-        config = None
     return ResourceSpec(
-        cpu=resources.cpu,
-        memory=resources.ram_bytes,
-        disk=resources.disk_bytes,
-        device=config,
+        cpu=resources.cpu, memory=resources.ram_bytes, disk=resources.disk_bytes, device=config
     )
 
 
@@ -113,69 +100,74 @@ def to_constraints(resources: ResourceConfig) -> list[Constraint]:
     the parent's), zone, target cluster, device variants."""
     constraints: list[Constraint] = []
     if not resources.preemptible:
-        constraints.append(preemptible_constraint(False))
+        constraints.append(ic.preemptible_constraint(False))
     if resources.regions == (ANY_REGION,):
-        constraints.append(_any_region())
+        constraints.append(_newer("ResourceConfig.regions", [ANY_REGION], line.any_region()))
     elif resources.regions:
-        constraints.append(region_constraint(list(resources.regions)))
+        constraints.append(ic.region_constraint(list(resources.regions)))
     if resources.zone:
-        constraints.append(zone_constraint(resources.zone))
+        constraints.append(ic.zone_constraint(resources.zone))
     if resources.target_cluster:
-        constraints.append(_cluster(resources.target_cluster))
+        key = _newer("ResourceConfig.target_cluster", resources.target_cluster, line.CLUSTER_KEY)
+        constraints.append(
+            Constraint.create(key=key, op=ic.ConstraintOp.EQ, value=resources.target_cluster)
+        )
     device = resources.device
     if resources.device_alternatives and isinstance(device, TpuConfig | GpuConfig):
-        constraints.append(
-            device_variant_constraint([device.variant, *resources.device_alternatives])
-        )
+        variants = [device.variant, *resources.device_alternatives]
+        constraints.append(ic.device_variant_constraint(variants))
     return constraints
 
 
-def _any_region() -> Constraint:
-    if _iris.any_region_constraint is None:
+def _newer(field: str, value: Any, found: Any) -> Any:
+    if found is None:
         raise InvalidRequestError.for_field(
-            "ResourceConfig.regions",
-            [ANY_REGION],
-            f"a list of region names with marin-iris {_iris.IRIS_VERSION}: ANY_REGION (any "
-            f"region, not the parent job's) needs {_iris.NEWER_IRIS}",
+            field, value, f"its default with marin-iris {IRIS_VERSION}: this needs {NEWER}"
         )
-    return _iris.any_region_constraint()
+    return found
 
 
-def _cluster(name: str) -> Constraint:
-    if _iris.CLUSTER_CONSTRAINT_KEY is None:
-        raise InvalidRequestError.for_field(
-            "ResourceConfig.target_cluster",
-            name,
-            f"only None with marin-iris {_iris.IRIS_VERSION}: choosing a cluster needs "
-            f"{_iris.NEWER_IRIS}",
-        )
-    return Constraint.create(key=_iris.CLUSTER_CONSTRAINT_KEY, op=ConstraintOp.EQ, value=name)
-
-
-def to_coscheduling(resources: ResourceConfig) -> CoschedulingConfig | None:
-    """Gang placement by slice, only for TPU types that span several VMs."""
+def to_coscheduling(resources: ResourceConfig, replicas: int = 1) -> CoschedulingConfig | None:
+    """Gang placement: a TPU type of several VMs by slice (``tpu-name``); with ``replicas``
+    > 1, several GPU nodes on the topology level Iris picks for the GPU type."""
     device = resources.device
     if isinstance(device, TpuConfig) and device.vm_count() > 1:
         return CoschedulingConfig(group_by="tpu-name")
+    if isinstance(device, GpuConfig) and replicas > 1:
+        variants = [device.variant, *(resources.device_alternatives or ())]
+        levels = {v: line.gpu_gang_level(v, device.count, replicas) for v in variants}
+        if len(set(levels.values())) > 1:
+            got = ", ".join(f"{variant}={level}" for variant, level in levels.items())
+            raise InvalidRequestError.for_field(
+                "ResourceConfig.device_alternatives",
+                list(resources.device_alternatives or ()),
+                f"GPU types that share one coscheduling topology level; got {got}",
+            )
+        return CoschedulingConfig(group_by=levels[device.variant])
     return None
 
 
-def to_environment(request: JobRequest, extra_env: dict[str, str]) -> EnvironmentSpec:
-    """Env vars (device defaults overridden by the request's own), pip packages, extras."""
-    env = request.env_vars
-    env.update(extra_env)
-    return environment_spec(request.environment, env)
+def to_environment(environment: EnvironmentConfig | None, env: dict[str, str]) -> Any:
+    """Iris's environment: ``env`` as the env vars, and the pip packages, extras, secrets
+    and setup of ``environment`` (none when it is ``None``)."""
+    config = environment or EnvironmentConfig()
+    pip, extras = list(config.pip_packages) or None, list(config.extras) or None
+    return line.environment(pip, env, extras, config)
 
 
-def environment_spec(environment: EnvironmentConfig | None, env: dict[str, str]) -> EnvironmentSpec:
-    """Iris's environment: ``env`` as the env vars, the pip packages and extras of
-    ``environment`` (none when it is ``None``)."""
-    environment = environment or EnvironmentConfig()
-    return EnvironmentSpec(
-        pip_packages=list(environment.pip_packages) or None,
-        env_vars=env,
-        extras=list(environment.extras) or None,
-    )
+def to_container_profile(resources: ResourceConfig) -> int:
+    """The Iris ``ContainerProfile`` number for ``resources.container_profile``; 0 for
+    ``None``."""
+    profile = resources.container_profile
+    if profile is None:
+        return 0
+    number = line.CONTAINER_PROFILES.get(profile)
+    if number is None:
+        allowed = f"one of Iris's profiles: {', '.join(sorted(line.CONTAINER_PROFILES))}"
+        if not line.CONTAINER_PROFILES:
+            allowed = f"only None with marin-iris {IRIS_VERSION}: container profiles need {NEWER}"
+        raise InvalidRequestError.for_field("ResourceConfig.container_profile", profile, allowed)
+    return number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +175,7 @@ class IrisRequest:
     """The keyword arguments of ``iris.client.IrisClient.submit`` for one Fray request."""
 
     resources: ResourceSpec
-    environment: EnvironmentSpec
+    environment: Any
     constraints: list[Constraint]
     coscheduling: CoschedulingConfig | None
     replicas: int
@@ -198,85 +190,60 @@ class IrisRequest:
 
     def kwargs(self) -> dict[str, Any]:
         """As keyword arguments for ``submit`` (only what this Iris line accepts)."""
-        kwargs: dict[str, Any] = {
-            "resources": self.resources,
-            "environment": self.environment,
-            "constraints": self.constraints,
-            "coscheduling": self.coscheduling,
-            "replicas": self.replicas,
-            "max_retries_failure": self.max_retries_failure,
-            "max_retries_preemption": self.max_retries_preemption,
-            "task_image": self.task_image,
-        }
-        if self.max_task_failures is not None:
-            kwargs["max_task_failures"] = self.max_task_failures
-        if self.priority_band:
-            kwargs["priority_band"] = self.priority_band
-        if self.timeout is not None:
-            kwargs["timeout"] = self.timeout
-        if self.scheduling_timeout is not None:
-            kwargs["scheduling_timeout"] = self.scheduling_timeout
-        if self.container_profile:
-            kwargs["container_profile"] = self.container_profile
+        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        optional = ("max_task_failures", "priority_band", "timeout", "scheduling_timeout")
+        for name in (*optional, "container_profile"):
+            if kwargs[name] is None or (name != "max_task_failures" and not kwargs[name]):
+                del kwargs[name]
         return kwargs
-
-
-def to_task_failure_budget(request: JobRequest) -> int | None:
-    """Iris's job-wide ``max_task_failures`` for a request, where the installed line takes it.
-
-    From 0.2.2xx on, Iris fails a job once its failed attempts, summed over every task,
-    exceed ``max_task_failures`` (default 0: the first failure), whatever each task's own
-    ``max_retries_failure``. Fray's ``max_task_failures`` is that budget; where it is 0 (no
-    job-wide limit), Fray asks for ``replicas × max_retries_failure``, which lets every
-    replica use all its own retries, as on 0.2.20.
-    """
-    if not _iris.HAS_JOB_FAILURE_BUDGET:
-        if request.max_task_failures:
-            raise InvalidRequestError.for_field(
-                "max_task_failures",
-                request.max_task_failures,
-                f"only 0 with marin-iris {_iris.IRIS_VERSION}: the job-wide failure budget "
-                "needs marin-iris 0.2.227 (Python >= 3.12)",
-            )
-        return None
-    if request.max_task_failures:
-        return request.max_task_failures
-    return request.replica_count * request.max_retries_failure
-
-
-def to_priority_band(priority: int, field: str = "priority") -> int:
-    """Iris's priority band for Fray's ``priority`` (0: Iris's default)."""
-    if priority and priority not in _iris.PRIORITY_BANDS:
-        allowed = ", ".join(f"{n} ({name})" for n, name in sorted(_iris.PRIORITY_BANDS.items()))
-        raise InvalidRequestError.for_field(field, priority, f"one of Iris's bands: {allowed}")
-    return priority
 
 
 def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = None) -> IrisRequest:
     """Everything but the entrypoint and the name. What :data:`IRIS` (Iris's capability
-    table) refuses is refused first; what depends on the installed marin-iris line is
-    refused where it is converted."""
+    table) refuses is refused first, then what the installed line cannot express."""
     IRIS.check(request)
-    from fray_iris._predecessor_api import convert_container_profile  # it imports this module
-
-    environment = request.environment
-    image = request.resources.image
-    docker_image = environment.docker_image if environment is not None else None
+    resources, environment = request.resources, request.environment
+    env = request.env_vars
+    env.update(extra_env or {})
+    if request.priority and request.priority not in PRIORITY_BANDS:
+        bands = ", ".join(f"{n} ({name})" for n, name in sorted(PRIORITY_BANDS.items()))
+        raise InvalidRequestError.for_field(
+            "priority", request.priority, f"one of Iris's bands: {bands}"
+        )
     return IrisRequest(
-        resources=to_resource_spec(request.resources),
-        environment=to_environment(request, extra_env or {}),
-        constraints=to_constraints(request.resources),
-        coscheduling=to_coscheduling(request.resources),
+        resources=to_resource_spec(resources),
+        environment=to_environment(environment, env),
+        constraints=to_constraints(resources),
+        coscheduling=to_coscheduling(resources),
         replicas=request.replica_count,
         max_retries_failure=request.max_retries_failure,
         max_retries_preemption=request.max_retries_preemption,
-        task_image=docker_image or image,
+        task_image=(environment.docker_image if environment else None) or resources.image,
         max_task_failures=to_task_failure_budget(request),
-        priority_band=to_priority_band(request.priority),
+        priority_band=request.priority,
         timeout=_duration(request.timeout),
         scheduling_timeout=_duration(request.scheduling_timeout),
-        container_profile=convert_container_profile(request.resources),
+        container_profile=to_container_profile(resources),
     )
+
+
+def to_task_failure_budget(request: JobRequest) -> int | None:
+    """Iris's job-wide ``max_task_failures``, where the installed line takes it.
+
+    Iris 0.2.227 fails a job once its failed attempts, summed over every task, exceed it
+    (default 0: the first failure), whatever each task's ``max_retries_failure``. Where
+    Fray's ``max_task_failures`` is 0 (no job-wide limit), Fray asks for ``replicas ×
+    max_retries_failure``: every replica may use all its own retries, as on 0.2.20.
+    """
+    if not line.FAILURE_BUDGET:
+        if request.max_task_failures:
+            raise InvalidRequestError.for_field(
+                "max_task_failures",
+                request.max_task_failures,
+                f"only 0 with marin-iris {IRIS_VERSION}: the job-wide failure budget needs {NEWER}",
+            )
+        return None
+    return request.max_task_failures or request.replica_count * request.max_retries_failure
 
 
 def _duration(seconds: float | None) -> Duration | None:
@@ -290,7 +257,7 @@ def ship_code_by_value(obj: Any) -> None:
     import cloudpickle
 
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
-    if module is None or module.__name__ in ("builtins",):
+    if module is None or module.__name__ == "builtins":
         return
     file = getattr(module, "__file__", None)
     path = Path(file).parts if file else ()
@@ -308,27 +275,49 @@ def to_iris_entrypoint(request: JobRequest, results_url: str | None) -> IrisEntr
     ship_code_by_value(entry.callable)
     device = request.resources.device
     tpu = (device.variant, device.vm_count()) if isinstance(device, TpuConfig) else None
-    return IrisEntrypoint.from_callable(
-        run_callable,
-        entry.callable,
-        tuple(entry.args),
-        dict(entry.kwargs),
-        results_url,
-        tpu,
-    )
+    args = (entry.callable, tuple(entry.args), dict(entry.kwargs), results_url, tpu)
+    return IrisEntrypoint.from_callable(run_callable, *args)
 
 
 def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
     """A local Iris worker rewrites every argument that starts with a container mount path
-    (``/tmp`` becomes the task's private temp dir). An interpreter or script that really
-    lives under ``/tmp`` on this machine (a checkout or venv there) would then vanish, so
-    such a command runs through ``/bin/sh -c "exec ..."``, whose one argument starts with
-    ``exec`` and is left alone. Commands that only name ``/tmp`` paths that do not exist
-    here keep Iris's remapping."""
+    (``/tmp`` becomes the task's private temp dir). A program that really lives under
+    ``/tmp`` here (a checkout or venv there) then runs through ``/bin/sh -c "exec ..."``,
+    whose one argument starts with ``exec`` and is left alone."""
     argv = list(argv)
     if any(arg.startswith("/tmp/") and os.path.exists(arg) for arg in argv):
         return ["/bin/sh", "-c", "exec " + shlex.join(argv)]
     return argv
+
+
+def never_sent(err: ConnectError) -> bool:
+    """Whether an RPC failed before its request left: no connection could be made (refused,
+    unresolvable). Any other failure (the connection closed or was reset after the request
+    was sent, as when the server's process is killed mid-call) may have reached the server."""
+    if err.code is not Code.UNAVAILABLE:
+        return False
+    cause = err.__cause__
+    if type(cause) is ConnectionError or isinstance(cause, ConnectionRefusedError):
+        return True  # what the HTTP client raises when it cannot connect
+    return "tcp connect error" in (err.message or "")
+
+
+def unreachable_reason(err: ConnectError, timeout_s: float = 5.0) -> str:
+    """A few words for why a connection failed, from Connect's long error text."""
+    text = err.message or ""
+    lowered = text.lower()
+    if err.code == Code.DEADLINE_EXCEEDED:
+        return f"no answer within {timeout_s:g} s"
+    for needle, reason in (
+        ("connection refused", "connection refused"),
+        ("dns error", "the host name does not resolve"),
+        ("name or service not known", "the host name does not resolve"),
+        ("connection reset", "connection reset"),
+        ("timed out", "connection timed out"),
+    ):
+        if needle in lowered:
+            return reason
+    return text.split("\n", 1)[0][:200] or "unavailable"
 
 
 _INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}
@@ -355,7 +344,7 @@ def translate_errors(
         if code in _INVALID:
             if "client is too old" in (err.message or ""):
                 text += (
-                    f" (fray-iris runs marin-iris {_iris.IRIS_VERSION}: install the marin-iris "
+                    f" (fray-iris runs marin-iris {IRIS_VERSION}: install the marin-iris "
                     "release this controller runs, or a newer one, and submit again; on Python "
                     "3.11 fray-iris can only use 0.2.20, so use Python 3.12 or 3.13)"
                 )

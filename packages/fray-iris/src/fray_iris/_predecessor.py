@@ -1,21 +1,47 @@
-"""``FrayIrisClient``: the predecessor's name and constructors for an Iris client, so code
-written against ``fray.iris_backend`` runs unchanged on :class:`~fray_iris.IrisClient`."""
-
 # pyright: standard
-# Wraps the untyped marin-iris client.
+"""The predecessor's ``fray.iris_backend`` names, as shapes over fray-iris's own: the
+client built its way (``FrayIrisClient``) and the helpers its users call to build Iris
+requests themselves and submit them through raw Iris. Each helper takes the arguments
+callers of either predecessor line pass and converts with ``_convert`` (what only marin-iris
+0.2.227 has raises an error naming it on 0.2.20). Nothing here is on Fray's submit path."""
 
 from __future__ import annotations
 
-import functools
+import os
+import re
 from pathlib import Path
 from typing import Any
 
-from fray_iris import _iris
-from fray_iris._client import IrisClient
-from fray_iris._iris import RawIrisClient
-from fray_iris._session import normalize_address
+from iris.cluster.types import Entrypoint as IrisEntrypoint
+from iris.cluster.types import EnvironmentSpec, ResourceSpec
 
-__all__ = ["FrayIrisClient"]
+from fray import (
+    CpuConfig,
+    DeviceConfig,
+    Entrypoint,
+    EnvironmentConfig,
+    GpuConfig,
+    JobStatus,
+    ResourceConfig,
+    TpuConfig,
+)
+from fray.errors import InvalidRequestError
+from fray_iris._client import IrisClient
+from fray_iris._convert import (
+    job_status,
+    line,
+    to_constraints,
+    to_container_profile,
+    to_coscheduling,
+    to_environment,
+    to_resource_spec,
+)
+
+NSYS_TASKS_ENV = "IRIS_NSYS_TASKS"
+"""Selects the tasks :func:`wrap_nsys` runs under Nsight Systems: ``first``, ``all``, or
+task indices separated by commas."""
+
+_NSYS_TASKS = re.compile(r"first|all|\d+(,\d+)*")
 
 
 class FrayIrisClient(IrisClient):
@@ -33,20 +59,7 @@ class FrayIrisClient(IrisClient):
         workspace: str | Path | None = None,
         bundle_id: str | None = None,
     ) -> None:
-        if bundle_id is None:
-            super().__init__(controller_address, workspace=workspace)
-            return
-        ws = Path(workspace) if workspace is not None else None
-        open_raw = functools.partial(
-            RawIrisClient.remote,
-            normalize_address(controller_address.strip()),
-            workspace=ws,
-            bundle_id=bundle_id,
-        )
-        raw = open_raw()
-        _iris.probe(raw, open_raw.args[0])
-        super().__init__(iris_client=raw)
-        self._session.take_ownership(open_raw)
+        super().__init__(controller_address, workspace=workspace, bundle_id=bundle_id)
 
     @staticmethod
     def from_iris_client(iris_client: Any) -> FrayIrisClient:
@@ -55,3 +68,110 @@ class FrayIrisClient(IrisClient):
         client = FrayIrisClient.__new__(FrayIrisClient)
         IrisClient.__init__(client, iris_client=iris_client)
         return client
+
+
+# The predecessor's names for fray-iris's own conversions (same arguments, same results).
+convert_resources = to_resource_spec
+convert_constraints = to_constraints
+convert_container_profile = to_container_profile
+
+
+def map_iris_job_state(iris_state: Any) -> JobStatus:
+    """Fray's status for an Iris job state as either line reports it (a ``job_pb2`` number,
+    or 0.2.227's ``JobState``)."""
+    return job_status(iris_state)
+
+
+def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
+    """Iris's entrypoint for raw Iris: the callable as it is (without Fray's task wrapper,
+    which stores return values), or the command."""
+    call = entrypoint.callable_entrypoint
+    if call is not None:
+        return IrisEntrypoint.from_callable(call.callable, *call.args, **call.kwargs)
+    assert entrypoint.command is not None  # an Entrypoint has exactly one of the two
+    return IrisEntrypoint.from_command(*entrypoint.command)
+
+
+def convert_environment(
+    env: EnvironmentConfig | None, device: DeviceConfig | None = None
+) -> EnvironmentSpec | None:
+    """Iris's ``EnvironmentSpec``: ``env``'s variables over the device's defaults, its
+    packages, extras, secrets and setup; ``None`` when there is neither an environment nor
+    a device variable (Iris's defaults then apply)."""
+    env_vars = dict(device.default_env_vars()) if device is not None else {}
+    if env is not None:
+        env_vars.update(env.env_vars)
+    if env is None and not env_vars:
+        return None
+    return to_environment(env, env_vars)
+
+
+def resolve_coscheduling(resources: ResourceConfig | DeviceConfig, replicas: int) -> Any:
+    """How Iris places the ``replicas`` tasks of one job together, or ``None``; takes a
+    ``ResourceConfig`` (0.2.227) or its device alone (0.2.20).
+
+    Raises:
+        InvalidRequestError: ``resources`` is neither; GPU alternatives that Iris places on
+            different topology levels.
+    """
+    if not isinstance(resources, ResourceConfig):
+        if not isinstance(resources, CpuConfig | GpuConfig | TpuConfig):
+            raise InvalidRequestError.for_field(
+                "resources", resources, "a ResourceConfig, or a CpuConfig, GpuConfig or TpuConfig"
+            )
+        resources = ResourceConfig(device=resources)
+    return to_coscheduling(resources, replicas) if replicas > 1 else None
+
+
+def wrap_nsys(entrypoint: IrisEntrypoint) -> IrisEntrypoint:
+    """``entrypoint`` under Nsight Systems (``iris.hooks.nsys_main``) when
+    ``IRIS_NSYS_TASKS`` is set, else ``entrypoint`` itself.
+
+    Raises:
+        InvalidRequestError: the variable is not ``first``, ``all`` or indices like ``0,3``.
+        BackendUnavailableError: the variable is set and marin-iris is 0.2.20.
+    """
+    tasks = os.environ.get(NSYS_TASKS_ENV)
+    if not tasks:
+        return entrypoint
+    if not _NSYS_TASKS.fullmatch(tasks):
+        raise InvalidRequestError.for_field(
+            NSYS_TASKS_ENV, tasks, "first, all, or task indices separated by commas (0,3)"
+        )
+    line.newer_module("iris.hooks.nsys_main", f"{NSYS_TASKS_ENV} (Nsight profiling)")
+    hook = ["$IRIS_PYTHON", "-m", "iris.hooks.nsys_main", "--tasks", tasks, "--"]
+    command = list(entrypoint.command)
+    if len(command) == 3 and command[:2] == ["bash", "-c"]:  # a callable's bash script
+        inner = command[2].removeprefix("exec ")
+        return _with_command(entrypoint, ["bash", "-c", f"exec {' '.join(hook)} {inner}"])
+    return _with_command(entrypoint, [*hook, *command])
+
+
+def wrap_multiprocess(
+    entrypoint: IrisEntrypoint, resources: ResourceSpec | ResourceConfig, processes_per_task: int
+) -> IrisEntrypoint:
+    """``entrypoint`` under Iris's multi-GPU supervisor (``iris.jax.multigpu``), which runs
+    ``processes_per_task`` processes per task, each with its share of the task's GPUs.
+
+    Raises:
+        InvalidRequestError: ``processes_per_task`` does not divide the GPU count, or the
+            resources have no GPU.
+        BackendUnavailableError: marin-iris is 0.2.20.
+    """
+    spec = to_resource_spec(resources) if isinstance(resources, ResourceConfig) else resources
+    multigpu = line.newer_module("iris.jax.multigpu", "processes_per_task > 1")
+    try:
+        hook = multigpu.build_multigpu_hook(spec, processes_per_task)
+    except ValueError as err:
+        raise InvalidRequestError.for_field(
+            "processes_per_task", processes_per_task, f"on Iris, {err}"
+        ) from err
+    return _with_command(entrypoint, hook.wrap(entrypoint.command))
+
+
+def _with_command(entrypoint: IrisEntrypoint, command: list[str]) -> IrisEntrypoint:
+    return IrisEntrypoint(
+        command=command,
+        workdir_files=entrypoint.workdir_files,
+        workdir_file_refs=entrypoint.workdir_file_refs,
+    )
