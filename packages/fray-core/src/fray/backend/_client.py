@@ -29,7 +29,7 @@ from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._group import validate_actor_args
-from fray.backend._record import JobRecord, Outcome, job_id_part
+from fray.backend._record import JobRecord, Outcome, Phase, job_id_part
 from fray.environment_variables import FRAY_JOB_HISTORY
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
@@ -259,6 +259,13 @@ class BaseClient:
             job.deadlines.append(entry)
 
     def _expire(self, job: JobRecord, attempt: int, outcome: Outcome, placing: bool) -> None:
+        if placing and job.phase is Phase.PLACING and job.begun == attempt:
+            # Why it is not placed, read now, while it still waits: once the attempt is
+            # cancelled, the stop's outcome is what the job ends with.
+            try:
+                outcome = Outcome.unplaced(self._pending_reason(job))
+            except Exception:
+                logger.exception("%s could not say why %s waits", self.scheme, job.job_id)
         if job.stop(outcome, attempt=attempt, placing=placing):
             self._cancel(job)
 
