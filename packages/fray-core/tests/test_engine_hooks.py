@@ -1,8 +1,11 @@
-"""The engine's scheduling deadline: a job not placed in time fails with what it asked for
-and why the backend says it waits, read while it still waits (before its attempt is
-cancelled)."""
+"""Two engine hooks backends lean on: the scheduling deadline (a job not placed in time fails
+with what it asked for and why the backend says it waits, read while it still waits) and
+``_call_soon`` (work handed off a library's callback thread runs in order on the client's
+event thread, which ends with the client)."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
@@ -52,3 +55,19 @@ def test_a_job_not_placed_in_time_fails_saying_why_it_waited() -> None:
     assert "asks for cpu=2" in error
     assert error.endswith("the cluster says: no node offers GPU")
     assert job.info().attempts == 0
+
+
+def test_call_soon_runs_in_order_on_one_thread_of_the_client_until_shutdown() -> None:
+    client = NeverPlaced()
+    seen: list[tuple[int, str]] = []
+    done = threading.Event()
+    for index in range(3):
+        client._call_soon(lambda i=index: seen.append((i, threading.current_thread().name)))  # pyright: ignore[reportPrivateUsage]
+    client._call_soon(done.set)  # pyright: ignore[reportPrivateUsage]
+    assert done.wait(30)
+    assert [i for i, _ in seen] == [0, 1, 2]
+    assert {name for _, name in seen} == {"fray-never-events"}
+    thread = next(t for t in threading.enumerate() if t.name == "fray-never-events")
+    client.shutdown()
+    thread.join(30)
+    assert not thread.is_alive()
