@@ -135,14 +135,16 @@ while os.getppid() == parent:
 
 
 @nox.session(python="3.11")
-def stress(session: nox.Session) -> None:
-    """fray-core's tests beside two CPU-bound busy loops (not a default session).
+@nox.parametrize("package", PACKAGES)
+def stress(session: nox.Session, package: str) -> None:
+    """One package's tests beside two CPU-bound busy loops (not a default session).
 
     On a machine with a core or two to spare every race looks won; here the tests' threads
-    and processes must compete for the CPU, as on a busy CI runner. Arguments go to pytest:
-    ``uv run nox -s stress -- -x -k terminate``.
+    and processes must compete for the CPU, as on a busy CI runner. ``uv run nox -s stress``
+    runs every package's; one package: ``uv run nox -s "stress(package='fray-ray')"``.
+    Arguments go to pytest: ``uv run nox -s stress -- -x -k terminate``.
     """
-    _sync(session, "--package", "fray-core", "--group", "test")
+    _sync(session, "--package", package, "--group", "test")
     busy = [subprocess.Popen([sys.executable, "-c", _BUSY_LOOP]) for _ in range(2)]
     session.log(f"busy loops: pids {' '.join(str(p.pid) for p in busy)}")
     try:
@@ -150,7 +152,7 @@ def stress(session: nox.Session) -> None:
             "python",
             "-m",
             "pytest",
-            "packages/fray-core/tests",
+            f"packages/{package}/tests",
             "-p",
             "no:cacheprovider",
             *session.posargs,

@@ -1,7 +1,7 @@
 """What the placement tests share (``test_ray_placement``, ``test_ray_actor_placement``): their
 cluster, a head node (1 CPU, ``head_node`` resource) and a worker node with 3 CPUs in region
-``REGION``, no dashboard, no autoscaler; resources no node of it could ever take; and a job
-holding a node's CPUs (also for ``test_ray_integration``'s cluster)."""
+``REGION``, no dashboard; resources no node of it could ever take; and a job holding a node's
+CPUs (also for ``test_ray_integration``'s cluster)."""
 
 # pyright: standard
 # Ray is untyped: this module is an adapter over it.
@@ -19,7 +19,7 @@ from fray import GpuConfig, JobHandle, JobRequest
 REGION = "test-east1"
 
 #: ``(resources, says)``: ``ResourceConfig`` fields no node could ever take, and what the
-#: refusal says about the cluster.
+#: pending reason says about the cluster.
 UNPLACEABLE = pytest.mark.parametrize(
     ("resources", "says"),
     [
@@ -65,9 +65,8 @@ def hold_cpus(client: Any, request: JobRequest, cpus: float) -> JobHandle:
 
 
 def _available_per_node() -> list[dict[str, float]]:
-    import ray
-    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]
-    from ray.autoscaler.v2.sdk import get_cluster_resource_state
+    from fray_ray._adapter import free_per_node
 
-    state = get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
-    return [dict(node.available_resources) for node in state.node_states]
+    free = free_per_node()
+    assert free is not None, "this Ray does not say what its nodes have free"
+    return list(free.values())

@@ -28,7 +28,7 @@ from fray import (
     ResourceConfig,
     TpuConfig,
 )
-from fray.errors import InvalidRequestError, JobFailedError
+from fray.errors import ActorDiedError, ActorUnavailableError, InvalidRequestError, JobFailedError
 from fray_ray import RayClient
 from fray_ray_placement_support import first_reason, hold_cpus
 
@@ -79,6 +79,63 @@ def import_pyjokes() -> str:
     import pyjokes  # pyright: ignore[reportMissingImports]
 
     return str(pyjokes.__name__)
+
+
+class Restartable:
+    def pid(self) -> int:
+        return os.getpid()
+
+    def block(self, started: str, seconds: float) -> str:
+        with open(started, "w"):
+            pass
+        import time
+
+        time.sleep(seconds)
+        return "done"
+
+
+def killed_mid_call(actor: Any, started: Path, seconds: float) -> Any:
+    """Starts a call on ``actor``, kills its process once the call runs; the call's future."""
+    import signal
+
+    pid = actor.pid()
+    call = actor.block.remote(str(started), seconds)
+    deadline_wait(started.exists)
+    os.kill(pid, signal.SIGKILL)
+    return call, pid
+
+
+def test_a_restarting_actor_is_unavailable_not_dead_and_retries_retry(
+    client: RayClient, tmp_path: Path
+) -> None:
+    phoenix = client.create_actor(
+        Restartable, name="phoenix", actor_config=ActorConfig(max_restarts=-1)
+    )
+    call, pid = killed_mid_call(phoenix, tmp_path / "a", 60)
+    with pytest.raises(ActorUnavailableError):
+        call.result(timeout=120)
+    answers: list[int] = []
+
+    def answered() -> bool:
+        try:
+            answers.append(phoenix.pid())
+        except ActorUnavailableError:  # still restarting
+            return False
+        return True
+
+    deadline_wait(answered)
+    assert answers[-1] != pid  # a new incarnation answers
+    retried = client.create_actor(
+        Restartable, name="retried", actor_config=ActorConfig(max_restarts=-1, max_task_retries=2)
+    )
+    call, _ = killed_mid_call(retried, tmp_path / "b", 1)
+    assert call.result(timeout=120) == "done"  # Ray ran the call again on the new one
+    gone = client.create_actor(Restartable, name="gone", actor_config=ActorConfig(max_restarts=0))
+    call, _ = killed_mid_call(gone, tmp_path / "c", 60)
+    with pytest.raises(ActorDiedError):
+        call.result(timeout=120)
+    with pytest.raises(ActorDiedError):
+        gone.pid()
 
 
 def test_head_node_pinned_actor_lands_on_the_head(client: RayClient, cluster: LocalRayCluster):
@@ -198,20 +255,44 @@ def test_a_command_waiting_for_a_busy_node_says_why_then_runs(client: RayClient)
     assert handle.info().pending_reason is None
 
 
-def test_a_tpu_job_no_node_can_take_is_refused_at_once(client: RayClient) -> None:
-    """No node offers a v4-8 slice and this cluster has no autoscaler: waiting (for the
-    scheduling timeout, or forever without one) could only end in failure."""
-    with pytest.raises(InvalidRequestError) as caught:
-        client.submit(
-            JobRequest(
-                name="no-such-slice",
-                entrypoint=Entrypoint.from_callable(node_id),
-                resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
-            )
+def test_a_command_no_node_could_ever_take_waits_saying_why(client: RayClient) -> None:
+    handle = client.submit(
+        JobRequest(
+            name="too-big-command",
+            entrypoint=Entrypoint.from_command(sys.executable, "-c", "print(1)"),
+            resources=ResourceConfig(cpu=64, ram="64m"),
         )
-    assert caught.value.field == "JobRequest.resources"
-    assert "no node offers TPU-v4-8-head" in str(caught.value)
-    assert "no autoscaler" in str(caught.value)
+    )
+    try:
+        reason = first_reason(lambda: handle.info().pending_reason)
+        assert reason.startswith("the command may be waiting for a node: it asks for CPU=64")
+        assert "the most any of its 2 node(s) has: CPU=4" in reason
+        assert handle.status() is JobStatus.PENDING
+    finally:
+        handle.terminate()
+    assert handle.status() is JobStatus.STOPPED
+
+
+def test_a_tpu_job_no_node_can_take_waits_and_fails_at_its_scheduling_timeout_saying_why(
+    client: RayClient,
+) -> None:
+    """No node offers a v4-8 slice. Ray does not say whether this cluster can grow, so the
+    job is not refused: it waits, and says why; its scheduling timeout ends it."""
+    handle = client.submit(
+        JobRequest(
+            name="no-such-slice",
+            entrypoint=Entrypoint.from_callable(node_id),
+            resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
+            scheduling_timeout=2,
+        )
+    )
+    with pytest.raises(JobFailedError) as caught:
+        handle.wait(timeout=120)
+    message = str(caught.value)
+    assert "not placed within scheduling_timeout=2s" in message
+    assert "asked for 1 slice(s) of v4-8" in message
+    assert "the cluster has no v4-8 slice" in message
+    assert handle.info().attempts == 0
 
 
 def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):
@@ -333,7 +414,7 @@ def deadline_wait(predicate: Callable[[], bool], timeout: float = 120.0) -> None
         delay = min(delay * 2, 0.2)
 
 
-# -- how a job's end is noticed (Launcher._start_bound, CallableJob.block, Watcher) ---------
+# -- how a job's end is noticed (its tasks' futures, by callback) ---------------------------
 
 
 def own_job_id() -> str | None:
@@ -358,8 +439,6 @@ def fails_once(marker: Path) -> JobRequest:
 
 
 def test_a_resubmitted_request_runs_under_the_id_its_handle_reports(client: RayClient) -> None:
-    # From the second submission on, the request runs as an exported function without task
-    # arguments and the job id comes from the Ray task id: driver and worker must agree.
     request = JobRequest(name="whoami", entrypoint=Entrypoint.from_callable(own_job_id))
     handles = [client.submit(request) for _ in range(4)]
     ids = [handle.job_id for handle in handles]
@@ -367,7 +446,6 @@ def test_a_resubmitted_request_runs_under_the_id_its_handle_reports(client: RayC
     assert len(set(ids)) == 4
     assert all(job_id.startswith("whoami-") for job_id in ids)
     assert {info.job_id for info in client.list_jobs()} >= set(ids)
-    assert client._launcher.prepared(request).bound_remotes  # pyright: ignore[reportPrivateUsage]
 
 
 def placement() -> tuple[str | None, dict[str, float], str]:
@@ -375,60 +453,39 @@ def placement() -> tuple[str | None, dict[str, float], str]:
     return own_job_id(), context.get_assigned_resources(), context.get_node_id()
 
 
-def direct_of(client: RayClient, request: JobRequest) -> Any:
-    """The resubmitted request's ``fray_ray._direct.DirectTask``."""
-    (found,) = client._launcher.prepared(request).bound_remotes.values()  # pyright: ignore[reportPrivateUsage]
-    return found[0]
-
-
-def test_a_resubmitted_request_goes_to_the_core_worker_as_the_same_task(
+def test_every_submission_of_a_request_runs_with_its_resources_and_labels(
     client: RayClient,
 ) -> None:
-    # The third submission on skips RemoteFunction.remote(): the task must be the one
-    # remote() makes (same resources, labels, retries), under the id its handle reports.
+    # A request's Ray options are worked out at each submit: every run of it asks Ray for
+    # the same resources, on the node they pin it to, under the id its handle reports.
     request = JobRequest(
-        name="direct",
+        name="options",
         entrypoint=Entrypoint.from_callable(placement),
         resources=ResourceConfig(cpu=2, ram="64M", preemptible=False),
     )
     runs = []
-    for _ in range(4):
+    for _ in range(3):
         handle = client.submit(request)
         runs.append((handle.job_id, handle.result(timeout=120)))
-    assert direct_of(client, request).direct
     head = runs[0][1][2]
     for job_id, (own_id, resources, node) in runs:
         assert own_id == job_id
         assert resources == {"CPU": 2.0, "memory": 64 * 2**20, "head_node": 0.001}
         assert node == head
     labelled = JobRequest(
-        name="direct-labelled",
+        name="labelled",
         entrypoint=Entrypoint.from_callable(placement),
         resources=ResourceConfig(cpu=1, regions=[REGION]),
     )
-    nodes = {client.submit(labelled).result(timeout=120)[2] for _ in range(4)}
-    assert direct_of(client, labelled).direct
+    nodes = {client.submit(labelled).result(timeout=120)[2] for _ in range(3)}
     assert len(nodes) == 1 and nodes != {head}  # the labelled node, every time
 
 
-def test_where_ray_takes_other_parameters_resubmissions_go_through_remote(
-    client: RayClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import fray_ray._direct as direct_module
-
-    monkeypatch.setattr(direct_module, "_PARAMETERS", (*direct_module._PARAMETERS, "new"))  # pyright: ignore[reportPrivateUsage]
-    request = JobRequest(name="plain", entrypoint=Entrypoint.from_callable(own_job_id))
-    for _ in range(4):
-        handle = client.submit(request)
-        assert handle.result(timeout=120) == handle.job_id
-    assert not direct_of(client, request).direct
-
-
 def test_a_request_changed_after_it_ran_runs_as_changed(client: RayClient) -> None:
-    # Requests can be changed after they are made; a resubmitted one is prepared again, so
-    # its id (a '/' in the name is escaped there) and its function's agree.
+    # Requests can be changed after they are made; each submission works its options out
+    # again, so its id (a '/' in the name is escaped there) and its function's agree.
     request = JobRequest(name="before", entrypoint=Entrypoint.from_callable(own_job_id))
-    for _ in range(2):  # the second runs as an exported function
+    for _ in range(2):
         handle = client.submit(request)
         assert handle.result(timeout=120) == handle.job_id
     request.name = "after/step"
@@ -438,35 +495,38 @@ def test_a_request_changed_after_it_ran_runs_as_changed(client: RayClient) -> No
         assert handle.result(timeout=120) == handle.job_id
 
 
-def test_an_id_clash_on_the_bound_path_falls_back_to_a_fresh_id(
-    client: RayClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import fray_ray._submit as submit_module
-
-    request = JobRequest(name="clash", entrypoint=Entrypoint.from_callable(own_job_id))
-    first = client.submit(request)  # the payload path: a random id
-    assert first.result(timeout=120) == first.job_id
-    # Every bound submission now computes the id of the first job in the driver.
-    token = first.job_id.rsplit("-", 1)[1]
-    monkeypatch.setattr(submit_module, "job_token", lambda _task, _salt: token)
-    second = client.submit(request)
-    assert second.job_id != first.job_id
-    assert second.result(timeout=120) == second.job_id
-    assert first.status() is JobStatus.SUCCEEDED
-
-
 def test_a_job_nobody_waits_for_is_still_retried_and_finished(
     client: RayClient, tmp_path: Path
 ) -> None:
-    # No wait(), result(), status() or callback: the deferred watch must drive the retry.
+    # No wait(), result() or callback: the tasks' callbacks must drive the retry. The test
+    # only reads the client's list, which asks nothing of the job.
     marker = tmp_path / "attempts"
     handle = client.submit(fails_once(marker))
-    job = handle._job  # pyright: ignore[reportPrivateUsage]
-    assert job.wait_done(120), "the job never finished without a waiter"
+
+    def listed() -> Any:
+        return next(info for info in client.list_jobs() if info.job_id == handle.job_id)
+
+    deadline_wait(lambda: listed().status.is_finished)
     assert marker.read_text() == "xx"
-    assert job.status is JobStatus.SUCCEEDED
-    assert job.value == "second attempt"
-    assert (job.attempts, job.failures) == (2, 1)
+    info = listed()
+    assert (info.status, info.attempts, info.failures) == (JobStatus.SUCCEEDED, 2, 1)
+    assert handle.result() == "second attempt"
+
+
+def test_done_callbacks_and_a_blocked_waiter_each_see_the_end_once(client: RayClient) -> None:
+    import threading
+
+    handle = client.submit(sleeper(1))
+    seen: list[str] = []
+    waiter = threading.Thread(target=lambda: seen.append(str(handle.wait(timeout=120))))
+    waiter.start()
+    for name in ("first", "second"):
+        handle.add_done_callback(lambda h, n=name: seen.append(f"{n}:{h.status().value}"))
+    waiter.join(timeout=120)
+    deadline_wait(lambda: len(seen) == 3)
+    assert sorted(seen) == ["first:succeeded", "second:succeeded", "succeeded"]
+    handle.add_done_callback(lambda h: seen.append("late"))  # an ended job: called at once
+    assert seen[-1] == "late"
 
 
 def test_wait_all_batches_many_jobs_with_a_retry_among_them(
@@ -495,56 +555,71 @@ def print_and_return(value: object) -> object:
     return value
 
 
-def identity_and_device_env() -> dict[str, str | None]:
-    return read_env("FRAY_JOB_ID", "FRAY_TASK_INDEX", "FRAY_NUM_TASKS", "JAX_PLATFORMS")
+def identity_in_a_subprocess() -> dict[str, str | None]:
+    import json
+    import subprocess
+
+    from fray import current_job_id
+
+    code = (
+        "import json, os; print(json.dumps({k: os.environ.get(k) for k in "
+        "('FRAY_JOB_ID', 'FRAY_TASK_INDEX', 'FRAY_NUM_TASKS', 'JAX_PLATFORMS')}))"
+    )
+    seen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True).stdout)
+    return {**seen, "current_job_id": current_job_id()}
 
 
 def raise_value_error() -> None:
     raise ValueError("boom")
 
 
-def test_the_job_wrapper_returns_bare_values_and_outcomes_and_restores_the_env(
+def test_each_job_sees_its_own_identity_and_the_worker_gets_its_env_back(
     client: RayClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The wrapper as a worker runs it, called here in the test process: what it returns for
-    # each kind of end, and the process environment before and after.
+    # The wrapper as a worker runs it, called here in the test process: FRAY_JOB_ID,
+    # FRAY_TASK_INDEX, FRAY_NUM_TASKS and the device defaults are set in os.environ (and
+    # so in a subprocess) for the job's duration, then the worker's own values come back.
+    import cloudpickle
+
     from fray_ray._client import job_client
-    from fray_ray._worker import Outcome, _run, outcome_of
+    from fray_ray._worker import runner
 
     monkeypatch.setenv("JAX_PLATFORMS", "tpu")  # the worker's own value comes back after
     monkeypatch.delenv("FRAY_JOB_ID", raising=False)
     before = dict(os.environ)
-    where = (client.namespace, client._book.registry_name)  # pyright: ignore[reportPrivateUsage]
+    execute = runner(job_client)
 
-    def run(fn: Callable[..., object], *args: object) -> object:
-        env = (("JAX_PLATFORMS", "cpu"),)
-        return _run(job_client, fn, args, {}, "wrap-1", 0, 1, *where, False, env)
+    def run(job_id: str, fn: Callable[..., object], *args: object) -> Any:
+        where = (client.namespace, client.registry.name, False, (("JAX_PLATFORMS", "cpu"),), None)
+        return execute(cloudpickle.dumps((fn, args, {})), (job_id, 1, 2, *where))
 
-    seen = run(identity_and_device_env)
-    assert seen == {
-        "FRAY_JOB_ID": "wrap-1",
-        "FRAY_TASK_INDEX": "0",
-        "FRAY_NUM_TASKS": "1",
-        "JAX_PLATFORMS": "cpu",
-    }
-    assert dict(os.environ) == before
-    assert run(lambda: [1, 2]) == [1, 2]  # a silent success travels as the bare value
-    printed = run(print_and_return, 7)
-    assert printed == Outcome("ok", 7, ["a line", "no newline at the end"])
-    failed = run(raise_value_error)
-    assert isinstance(failed, Outcome) and failed.kind == "error"
-    assert isinstance(failed.value, ValueError) and "boom" in failed.traceback
-    assert any("ValueError: boom" in line for line in failed.lines)
-    # A user value that happens to be an Outcome stays a value.
-    tricky = Outcome("error", ValueError("not mine"))
-    assert outcome_of(run(lambda: tricky)) == Outcome("ok", tricky, [])
+    for job_id in ("wrap-1", "wrap-2"):
+        outcome, lines = run(job_id, identity_in_a_subprocess)
+        assert outcome.value == {
+            "FRAY_JOB_ID": job_id,
+            "FRAY_TASK_INDEX": "1",
+            "FRAY_NUM_TASKS": "2",
+            "JAX_PLATFORMS": "cpu",
+            "current_job_id": job_id,
+        }
+        assert lines == []
+        assert dict(os.environ) == before
+    outcome, lines = run("wrap-3", print_and_return, 7)
+    assert (outcome.kind, outcome.value, lines) == (
+        "succeeded",
+        7,
+        ["a line", "no newline at the end"],
+    )
+    outcome, lines = run("wrap-4", raise_value_error)
+    assert outcome.kind == "failed" and isinstance(outcome.cause, ValueError)
+    assert any("ValueError: boom" in line for line in lines)
     assert dict(os.environ) == before
 
 
 def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClient) -> None:
     # A Ray that has just started answers submissions with a 500 until its dashboard agent
     # is up; the submission is tried again instead of failing the job.
-    real = client._book.jobs_api()  # pyright: ignore[reportPrivateUsage]
+    real = client.jobs_api()
     refusals = []
 
     class AgentNotUpYet:
@@ -560,7 +635,7 @@ def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClien
                 )
             return real.submit_job(**kwargs)
 
-    client._book._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
+    client._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
     job = client.submit(
         JobRequest(
             name="agent-late",

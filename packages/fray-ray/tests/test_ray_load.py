@@ -79,8 +79,7 @@ class Tally:
 
 def test_jobs_from_16_threads_each_result_exactly_once(client: RayClient) -> None:
     def worker(thread: int) -> list[tuple[str, object, object]]:
-        # Half the jobs are distinct requests (payload path), half one request submitted
-        # again and again (exported-function path, ids from Ray task ids).
+        # Half the jobs are distinct requests, half one request submitted again and again.
         again = JobRequest(
             name=f"again-{thread}",
             entrypoint=Entrypoint.from_callable(own_job_id),
@@ -154,7 +153,7 @@ def test_history_keeps_unfinished_jobs_and_the_last_finished(
         held = client.submit(request(print_then_wait, str(go), name="held"))
         # A running job streams its output to the registry while it runs.
         deadline = time.monotonic() + 60
-        while client._book.registry.logs(held.job_id) != ["streamed"]:  # pyright: ignore[reportPrivateUsage]
+        while client.registry.call("logs", held.job_id) != ["streamed"]:
             assert time.monotonic() < deadline, "the held job's output never streamed"
             time.sleep(0.05)  # bounded poll of another process's progress
         done = []
@@ -186,7 +185,7 @@ def test_history_keeps_unfinished_jobs_and_the_last_finished(
         assert list(held.logs()) == ["streamed"]
         # Its streamed copy in the registry is dropped once the job ended.
         deadline = time.monotonic() + 60
-        while client._book.registry.logs(held.job_id):  # pyright: ignore[reportPrivateUsage]
+        while client.registry.call("logs", held.job_id):
             assert time.monotonic() < deadline, "the registry kept an ended job's output"
             time.sleep(0.05)  # the drop is sent without waiting for it
     finally:

@@ -1,9 +1,10 @@
 """Placement on a real local Ray: ``JobRequest.scheduling_timeout``, ``JobInfo.pending_reason``
-and requests no node could ever take.
+and requests no node could ever take (Ray does not say whether a cluster can grow, so they
+wait, and say why).
 
 The cluster: a head node (1 CPU, ``head_node`` resource) and a worker node with 3 CPUs in
-region ``test-east1``; no dashboard, no autoscaler. A job that asks for 3 CPUs fits only the
-worker, so a 3-CPU blocker makes the next one wait for it.
+region ``test-east1``; no dashboard. A job that asks for 3 CPUs fits only the worker, so a
+3-CPU blocker makes the next one wait for it.
 """
 
 # pyright: standard
@@ -54,26 +55,16 @@ def blocker(client: RayClient) -> JobHandle:
 
 
 @UNPLACEABLE
-def test_a_callable_no_node_could_ever_take_is_refused_at_submit(
+def test_a_callable_no_node_could_ever_take_waits_and_fails_at_its_scheduling_timeout(
     client: RayClient, resources: dict[str, Any], says: str
 ) -> None:
-    with pytest.raises(InvalidRequestError) as caught:
-        client.submit(job("too-big", resources=resources))
-    assert caught.value.field == "JobRequest.resources"
+    handle = client.submit(job("too-big", resources=resources, scheduling_timeout=1))
+    with pytest.raises(JobFailedError) as caught:
+        handle.wait(timeout=120)
     message = str(caught.value)
+    assert "not placed within scheduling_timeout=1s" in message
     assert says in message
-    assert "no autoscaler" in message
-
-
-def test_a_command_no_node_could_ever_take_is_refused_at_submit(client: RayClient) -> None:
-    request = JobRequest(
-        name="too-big-command",
-        entrypoint=Entrypoint.from_command(sys.executable, "-c", "print(1)"),
-        resources=ResourceConfig(cpu=64, **SMALL),
-    )
-    with pytest.raises(InvalidRequestError, match=r"CPU=64.*no autoscaler") as caught:
-        client.submit(request)
-    assert caught.value.field == "JobRequest.resources"
+    assert "it waits until the cluster has such a node" in message
 
 
 def test_a_command_job_refuses_a_scheduling_timeout_naming_it(client: RayClient) -> None:
@@ -107,7 +98,8 @@ def test_a_job_waiting_for_a_busy_node_fails_at_its_scheduling_timeout_saying_wh
     message = str(caught.value)
     assert "not placed within scheduling_timeout=2s" in message
     assert "each of its 1 replica(s) asks for cpu=3" in message
-    assert "1 of 1 replica(s) not placed; the 1 node(s) that could take it are busy" in message
+    assert "1 of 1 replica(s) waiting for a node: each asks for CPU=3" in message
+    assert "the 1 node(s) that could take it are busy" in message
     assert handle.status() is JobStatus.FAILED
     assert handle.info().pending_reason is None
 
@@ -126,7 +118,7 @@ def reason_behind_blocker(client: RayClient, request: JobRequest) -> tuple[JobHa
 def test_a_waiting_job_says_why_then_runs_once_the_node_is_free(client: RayClient) -> None:
     request = job("patient", resources={"cpu": 3}, scheduling_timeout=600)
     handle, reason = reason_behind_blocker(client, request)
-    assert reason.startswith("1 replica(s) waiting for a node: each asks for CPU=3, memory=")
+    assert reason.startswith("1 of 1 replica(s) waiting for a node: each asks for CPU=3, memory=")
     assert "the 1 node(s) that could take it are busy (free: CPU=0" in reason
     assert handle.result(timeout=120) == "slept"
     assert handle.info().pending_reason is None

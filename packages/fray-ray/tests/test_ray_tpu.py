@@ -1,6 +1,6 @@
 """RayClient's TPU route on a local Ray posing as two v4-16 slices (no TPUs): a TPU request
-becomes a fray-tpu gang, and a driver that runs TPU jobs for days keeps neither their
-handles nor their state actors forever."""
+becomes a gang job on the client's engine, and a driver that runs TPU jobs for days keeps
+neither their records nor their hub actors forever."""
 
 # pyright: standard
 # Ray is untyped: this module is an adapter over it.
@@ -17,6 +17,8 @@ from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import JobNotFoundError
 from fray_ray import RayClient
 from fray_testing.ray_cluster import LocalRayCluster
+from fray_tpu import TpuJobFailedError
+from fray_tpu.ray.gang import hub_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,25 +27,32 @@ def task_index() -> int:
     return int(os.environ["FRAY_TASK_INDEX"])
 
 
-def _state_actor(handle: Any) -> dict[str, Any]:
-    """The GCS record of a TPU job's state actor."""
-    from ray._private import state as ray_state
+def fail() -> None:
+    raise ValueError("the gang's own failure")
 
-    return ray_state.actors(actor_id=handle._state._actor_id.hex())
+
+def _hub_gone(job_id: str) -> bool:
+    import ray
+
+    try:
+        ray.get_actor(hub_name(job_id))
+    except ValueError:
+        return True
+    return False
 
 
 def _eventually(check: Any, timeout: float = 60) -> bool:
-    """Whether ``check()`` holds within ``timeout`` (the client learns that a TPU job ended
-    from Ray's completion callback, which may run just after ``result()`` returns)."""
+    """Whether ``check()`` holds within ``timeout`` (a job's hub is killed just after its
+    end, from the client's event thread)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return True
-        time.sleep(0.1)
+        time.sleep(0.1)  # polls a bounded wait
     return False
 
 
-def test_finished_tpu_jobs_age_out_and_release_their_state(
+def test_finished_tpu_jobs_age_out_and_release_their_hub(
     fake_tpu_ray_cluster: LocalRayCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FRAY_JOB_HISTORY", "1")
@@ -56,7 +65,7 @@ def test_finished_tpu_jobs_age_out_and_release_their_state(
         )
         first = client.submit(request)
         assert first.result(timeout=180) == [0, 1]  # one replica per host of the slice
-        assert client.get_job(first.job_id) is first
+        assert client.get_job(first.job_id) == first
         second = client.submit(request)
         assert second.result(timeout=180) == [0, 1]
 
@@ -64,15 +73,30 @@ def test_finished_tpu_jobs_age_out_and_release_their_state(
             return [info.job_id for info in client.list_jobs()]
 
         # One finished TPU job is kept: the older one ages out.
-        assert _eventually(lambda: first.job_id not in listed())
+        assert first.job_id not in listed()
         assert second.job_id in listed()
         with pytest.raises(JobNotFoundError):
             client.get_job(first.job_id)
-        assert client.get_job(second.job_id) is second
-        # Neither job left its state actor running; their handles still answer.
+        assert client.get_job(second.job_id) == second
+        # Neither job left its hub running; their handles still answer.
         for handle in (first, second):
-            assert _eventually(lambda h=handle: _state_actor(h)["State"] == "DEAD")
+            assert _eventually(lambda h=handle: _hub_gone(h.job_id))
             assert handle.status() is JobStatus.SUCCEEDED
             assert handle.info().attempts == 1
+        failing = client.submit(
+            JobRequest(
+                name="tpu-fail",
+                entrypoint=Entrypoint.from_callable(fail),
+                resources=ResourceConfig.with_tpu("v4-16"),
+            )
+        )
+        with pytest.raises(TpuJobFailedError) as caught:
+            failing.wait(timeout=180)
+        assert (caught.value.attempts, caught.value.failures, caught.value.reason) == (
+            1,
+            1,
+            "failure",
+        )
+        assert isinstance(caught.value.__cause__, ValueError)
     finally:
         client.shutdown()

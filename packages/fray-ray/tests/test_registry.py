@@ -1,12 +1,29 @@
-"""The job registry as a plain class (no Ray): what it keeps of finished jobs."""
+"""The job registry as a plain class (no Ray): what it keeps of finished jobs, and replicas
+saying they started."""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 from fray_ray._registry import JobRegistry
 
 
+class Registry:
+    """The registry's async methods, called one at a time as the actor would."""
+
+    def __init__(self, limit: int) -> None:
+        self._registry = JobRegistry(limit=limit)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._registry, name)
+        return lambda *args: asyncio.run(method(*args))
+
+
 def test_keeps_the_last_finished_jobs_whole_and_drops_older_ones() -> None:
-    registry = JobRegistry(limit=2)
+    registry = Registry(limit=2)
     registry.put("p", {"status": "running"})
     for name in ("p/a", "p/b", "p/c"):
         registry.put(name, {"status": "running", "parent": "p"})
@@ -37,7 +54,7 @@ def test_keeps_the_last_finished_jobs_whole_and_drops_older_ones() -> None:
 
 
 def test_a_late_batch_of_output_does_not_change_a_finished_job() -> None:
-    registry = JobRegistry(limit=10)
+    registry = Registry(limit=10)
     registry.append_logs("j", ["one"])
     registry.finish("j", {"status": "succeeded"}, 1, ["one", "two"])
     registry.append_logs("j", ["two"])  # the worker's flusher, after the end
@@ -45,7 +62,7 @@ def test_a_late_batch_of_output_does_not_change_a_finished_job() -> None:
 
 
 def test_ended_drops_the_streamed_output_of_a_driver_job() -> None:
-    registry = JobRegistry(limit=10)
+    registry = Registry(limit=10)
     registry.append_logs("driver-job", ["streamed"])
     assert registry.logs("driver-job") == ["streamed"]
     registry.ended("driver-job")
@@ -56,12 +73,28 @@ def test_ended_drops_the_streamed_output_of_a_driver_job() -> None:
 
 
 def test_a_stop_request_finishes_a_record_and_counts_against_the_limit() -> None:
-    registry = JobRegistry(limit=1)
+    registry = Registry(limit=1)
     registry.put("a", {"status": "running"})
     registry.put("b", {"status": "running"})
     registry.request_stop(["a"])
     assert registry.get("a")["status"] == "stopped"  # pyright: ignore[reportOptionalSubscript]
-    assert registry.stop_requested("a")
     registry.request_stop(["b"])
-    assert registry.get("a") is None and not registry.stop_requested("a")
+    assert registry.get("a") is None
     assert registry.get("b")["status"] == "stopped"  # pyright: ignore[reportOptionalSubscript]
+
+
+def test_waiting_for_replicas_to_start_answers_once_they_have_or_at_the_timeout() -> None:
+    registry = JobRegistry(limit=10)
+
+    async def scenario() -> tuple[list[int], list[int], list[str]]:
+        waiting = asyncio.ensure_future(registry.wait_placed("job#1", 2, 30.0))
+        await registry.placed("job#1", 1)
+        await asyncio.sleep(0)  # the waiter looks, and waits on
+        assert not waiting.done()
+        await registry.placed("job#1", 0)
+        both = await waiting
+        late = await registry.wait_placed("job#2", 1, 0.05)  # nobody says it started
+        return both, late, await registry.placed_keys(["job#1", "job#2"])
+
+    both, late, keys = asyncio.run(scenario())
+    assert (both, late, keys) == ([0, 1], [], ["job#1"])

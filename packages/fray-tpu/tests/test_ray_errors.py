@@ -1,5 +1,5 @@
-"""How Ray's exceptions read (fray_tpu.ray.errors): preemption or failure, the user's cause,
-and what an actor's caller sees. Exceptions are built directly; no cluster."""
+"""How Ray's exceptions read (fray_tpu.ray.errors): preemption or failure, and the user's
+cause. Exceptions are built directly; no cluster."""
 
 # pyright: standard
 # Ray is untyped: this module is an adapter over it.
@@ -9,13 +9,9 @@ from __future__ import annotations
 import pytest
 from ray import exceptions as rx
 
-from fray.errors import ActorDiedError, ActorError, JobTimeoutError
 from fray_tpu.ray.errors import (
     PREEMPTION_ERRORS,
-    actor_error,
-    cause_line,
     error_text,
-    is_preemption,
     read_ray_error,
     user_cause,
 )
@@ -50,7 +46,7 @@ NOT_LOST = [
 
 @pytest.mark.parametrize("exc", LOST, ids=lambda e: type(e).__name__)
 def test_a_lost_process_node_or_object_is_a_preemption(exc: BaseException) -> None:
-    assert is_preemption(exc)
+    assert read_ray_error(exc).kind == "preemption"
     reading = read_ray_error(exc)
     assert (reading.kind, reading.cause) == ("preemption", None)
     assert reading.error.startswith(f"{type(exc).__name__}: ")
@@ -59,7 +55,7 @@ def test_a_lost_process_node_or_object_is_a_preemption(exc: BaseException) -> No
 
 @pytest.mark.parametrize("exc", NOT_LOST, ids=lambda e: type(e).__name__)
 def test_errors_that_can_repeat_are_failures(exc: BaseException) -> None:
-    assert not is_preemption(exc)
+    assert read_ray_error(exc).kind != "preemption"
     assert read_ray_error(exc).kind == "failure"
 
 
@@ -79,13 +75,13 @@ def test_user_exception_is_a_failure_with_its_cause_and_text() -> None:
 
 def test_user_timeout_error_is_a_failure_not_a_preemption() -> None:
     exc = task_error(TimeoutError("my own deadline; the step timed out"))
-    assert not is_preemption(exc)
+    assert read_ray_error(exc).kind != "preemption"
     assert isinstance(read_ray_error(exc).cause, TimeoutError)
 
 
 def test_user_code_that_lost_an_actor_it_called_was_preempted() -> None:
     exc = task_error(rx.ActorDiedError())
-    assert is_preemption(exc)
+    assert read_ray_error(exc).kind == "preemption"
 
 
 def test_runtime_env_failure_says_so() -> None:
@@ -100,31 +96,6 @@ def test_ray_error_text_is_one_short_line() -> None:
     assert len(error_text(rx.NodeDiedError("y" * 2000))) == 500
 
 
-def test_actor_error_gives_the_caller_fray_errors() -> None:
-    what = "actor trainer-0"
-    assert type(actor_error(task_error(KeyError("k")), what)) is KeyError
-    died = actor_error(rx.ActorDiedError(), what)
-    assert isinstance(died, ActorDiedError) and str(died).startswith("actor trainer-0 died")
-    assert isinstance(actor_error(rx.GetTimeoutError("slow"), what), JobTimeoutError)
-    assert isinstance(actor_error(rx.ObjectLostError("ab" * 28, None, ""), what), ActorError)
-    plain = ValueError("not Ray's")
-    assert actor_error(plain, what) is plain
-
-
-def test_an_actor_that_could_not_start_keeps_its_worker_side_cause() -> None:
-    creation = rx.RayActorError(
-        error_msg="The actor died because of an error raised in its creation task, "
-        'ray::FrayWorker.__init__() (pid=1)\n  File "x.py", line 1, in <module>\n'
-        "ModuleNotFoundError: No module named 'shipped_elsewhere'",
-        actor_init_failed=True,
-    )
-    died = actor_error(creation, "actor worker-0")
-    assert isinstance(died, ActorDiedError)
-    assert "ModuleNotFoundError: No module named 'shipped_elsewhere'" in str(died)
-    assert "EnvironmentConfig(workspace=...)" in str(died)  # how to ship the code
-    assert cause_line(rx.RayActorError(error_msg="no cause here")) is None
-
-
 def test_fray_ray_reads_ray_errors_the_same_way() -> None:
-    convert = pytest.importorskip("fray_ray._convert")
-    assert convert.is_preemption is is_preemption
+    jobs = pytest.importorskip("fray_ray._jobs")
+    assert jobs.read_ray_error is read_ray_error

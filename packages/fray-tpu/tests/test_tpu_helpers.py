@@ -128,3 +128,25 @@ def test_import_stays_free_of_ray_and_jax() -> None:
     )
     assert out.stdout.strip() == "[]"
     assert "ray" not in fray_tpu.__all__
+
+
+def test_remote_function_options_are_read_and_fall_back(caplog: pytest.LogCaptureFixture) -> None:
+    """fray_tpu.ray's one private Ray name, against the pinned Ray, and its fallback."""
+    import logging
+
+    ray = pytest.importorskip("ray")
+    from fray_tpu.ray._adapter import unwrap_remote_function
+
+    def plain() -> str:
+        return "plain"
+
+    remote = ray.remote(num_cpus=3, runtime_env={"env_vars": {"A": "1"}})(plain)
+    fn, options = unwrap_remote_function(remote)
+    assert fn is plain
+    assert options["num_cpus"] == 3 and options["runtime_env"]["env_vars"] == {"A": "1"}
+    assert unwrap_remote_function(plain) == (plain, {})
+    object.__setattr__(remote, "_default_options", None)  # a Ray that keeps them elsewhere
+    with caplog.at_level(logging.WARNING, logger="fray_tpu.ray"):
+        fn, options = unwrap_remote_function(remote)
+    assert fn is plain and options == {}
+    assert "runs with Fray's defaults" in caplog.text

@@ -35,6 +35,7 @@ from fray_tpu.ray import (
     run_on_pod_multislice,
     submit_tpu_job,
 )
+from fray_tpu.ray.gang import hub_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -269,7 +270,7 @@ def test_user_exception_uses_the_failure_budget(fake_tpu_ray_cluster: LocalRayCl
     assert str(err.__cause__) == "boom on purpose"
     info_ = handle.info()
     assert (info_.status, info_.attempts, info_.failures) == (JobStatus.FAILED, 2, 2)
-    # The state actor is gone; the cause and output come from the handle's copy.
+    # The hub is gone; the cause and output are the job's record's.
     assert _released(handle)
     with pytest.raises(TpuJobFailedError) as again:
         handle.result()
@@ -411,11 +412,8 @@ def test_submit_tpu_job_handle(fake_tpu_ray_cluster: LocalRayCluster) -> None:
     for index, where in enumerate(("slice-a/0", "slice-a/1", "slice-b/0", "slice-b/1")):
         assert f"[{index}] hi fray from {where}" in lines  # each host's lines carry its index
     assert list(handle.logs(follow=True)) == lines  # a finished job: follow ends at once
-    # The job's state lived on the driver's node, never on a TPU host that may be lost, and
-    # was released once the job ended: the handle answers from its copy.
-    actor = _state_actor(handle)
-    assert actor["Address"]["NodeID"] == ray.get_runtime_context().get_node_id()
-    assert actor["State"] == "DEAD"
+    # The job's hub was released once the job ended: the handle answers from its record.
+    assert _released(handle)
     assert handle.status() is JobStatus.SUCCEEDED
     assert handle.result() == ["hi-0", "hi-1", "hi-2", "hi-3"]
     assert handle.info().attempts == 1
@@ -423,25 +421,20 @@ def test_submit_tpu_job_handle(fake_tpu_ray_cluster: LocalRayCluster) -> None:
     assert handle.wait_for_attempt(1, timeout=5)
 
 
-def _state_actor(handle: Any) -> dict[str, Any]:
-    """The GCS record of a TPU job's state actor."""
-    from ray._private import state as ray_state
-
-    return ray_state.actors(actor_id=handle._state._actor_id.hex())
-
-
 def _released(handle: Any, timeout: float = 60) -> bool:
-    """Whether the job's state actor is dead within ``timeout`` (it is killed by a thread
-    started when the supervisor returns, so a handle nobody waits on is released too)."""
+    """Whether the job's hub is gone within ``timeout`` (it is killed once the job ended,
+    whoever waits on it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _state_actor(handle)["State"] == "DEAD":
+        try:
+            ray.get_actor(hub_name(handle.job_id))
+        except ValueError:
             return True
-        time.sleep(0.1)
+        time.sleep(0.1)  # polls a bounded wait
     return False
 
 
-def test_following_logs_reads_to_the_last_line_across_the_release_of_the_state(
+def test_following_logs_reads_to_the_last_line_across_the_release_of_the_hub(
     fake_tpu_ray_cluster: LocalRayCluster, tmp_path: Path
 ) -> None:
     release = tmp_path / "release"
@@ -465,7 +458,8 @@ def test_following_logs_reads_to_the_last_line_across_the_release_of_the_state(
     follower.join(timeout=60)
     assert not follower.is_alive()
     assert _released(handle)
-    for index, where in enumerate(("slice-a-0", "slice-a-1")):
+    (name,) = {host["slice"] for host in handle.placement()}  # Ray's scheduler chose it
+    for index, where in enumerate((f"{name}-0", f"{name}-1")):
         assert f"[{index}] before {where}" in followed
         assert f"[{index}] after {where}" in followed
     assert followed == list(handle.logs())

@@ -73,26 +73,31 @@ def test_preempted_host_that_comes_back_is_used_again(
         scheduling_timeout=120.0,
         health_interval=0.5,
     )
-    wait_for_files(tmp_path, "started-*", 2)
-    lost = cluster.slices["slice-a"][worker]
-    cluster.kill_node(lost, preemption=True)
-    back = cluster.restore_tpu_host("slice-a", worker)
-    assert cluster.node_id(back) != cluster.node_id(lost)
-    assert handle.wait_for_attempt(2, timeout=60), (
-        f"no second attempt within 60s of slice-a/{worker} coming back: {handle.info()}"
-    )
-    # The rerun did not wait for GCS: the old node is still listed alive.
-    assert alive_in_gcs(cluster.node_id(lost))
-    [here] = [p for p in handle.placement() if p["worker"] == worker]
-    assert here["node_id"] == cluster.node_id(back)
-    (tmp_path / "release").touch()
-    results = handle.result(timeout=150)
-    assert [(r["TPU_NAME"], r["TPU_WORKER_ID"]) for r in results] == [
-        ("slice-a", "0"),
-        ("slice-a", "1"),
-    ]
-    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
-    assert len(records) == 4  # two hosts, two attempts
-    info = handle.info()
-    assert (info.attempts, info.preemptions, info.failures) == (2, 1, 0)
-    assert info.error is not None and f"slice-a/{worker}" in info.error
+    try:
+        wait_for_files(tmp_path, "started-*", 2)
+        lost = cluster.slices["slice-a"][worker]
+        cluster.kill_node(lost, preemption=True)
+        back = cluster.restore_tpu_host("slice-a", worker)
+        assert cluster.node_id(back) != cluster.node_id(lost)
+        assert handle.wait_for_attempt(2, timeout=60), (
+            f"no second attempt within 60s of slice-a/{worker} coming back: {handle.info()}"
+        )
+        # The rerun did not wait for GCS: the old node is still listed alive.
+        assert alive_in_gcs(cluster.node_id(lost))
+        [here] = [p for p in handle.placement() if p["worker"] == worker]
+        assert here["node_id"] == cluster.node_id(back), handle.logs()
+        (tmp_path / "release").touch()
+        results = handle.result(timeout=150)
+        assert [(r["TPU_NAME"], r["TPU_WORKER_ID"]) for r in results] == [
+            ("slice-a", "0"),
+            ("slice-a", "1"),
+        ]
+        recorded = (tmp_path / "records.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in recorded]
+        assert len(records) == 4  # two hosts, two attempts
+        info = handle.info()
+        assert (info.attempts, info.preemptions, info.failures) == (2, 1, 0)
+        assert info.error is not None and f"slice-a/{worker}" in info.error
+    finally:  # a failed test must not leave its gang holding the slice
+        (tmp_path / "release").touch()
+        handle.terminate()

@@ -5,9 +5,8 @@ already running inside Ray gets it from ``fray.current_client()`` without a spec
 """
 
 from fray_ray._actors import RayActorFuture, RayActorGroup, RayActorHandle
-from fray_ray._client import RayClient
+from fray_ray._client import RayClient, RayJobHandle
 from fray_ray._convert import HEAD_NODE_RESOURCE
-from fray_ray._handles import RayJobHandle, RemoteJobHandle
 
 __all__ = [
     "HEAD_NODE_RESOURCE",
@@ -16,5 +15,4 @@ __all__ = [
     "RayActorHandle",
     "RayClient",
     "RayJobHandle",
-    "RemoteJobHandle",
 ]

@@ -1,8 +1,12 @@
 """Actors on Ray, as callers see them: handles that pickle by name, futures, and groups.
 
 Handles carry only the actor's name and namespace and look the actor up on first use, so a
-handle pickled into a job or another actor works there. The actor side (the host around the
-user's instance) is ``fray_ray._host``.
+handle pickled into a job or another actor works there. A call whose actor is restarting
+raises :class:`~fray.errors.ActorUnavailableError` (Ray's ``ActorUnavailableError``; with
+``max_task_retries`` Ray retries it first), one whose actor is gone for good
+:class:`~fray.errors.ActorDiedError`. Once this process is no longer connected to Ray (its
+client shut down), every call and future raises ``ActorDiedError`` instead of starting a
+new Ray. The actor side (the host around the user's instance) is ``fray_ray._host``.
 """
 
 # pyright: standard
@@ -11,14 +15,17 @@ user's instance) is ``fray_ray._host``.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from fray import JobStatus
 from fray.backend import ActorMember, BaseActorGroup
-from fray.errors import ActorDiedError
-from fray_ray._placement import Ask, pending_reason, resource_state, waiting_count
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
+from fray_ray._placement import Ask, cluster_says
+from fray_ray._registry import RegistryLink
+from fray_tpu.ray.errors import user_cause
 
 __all__ = [
     "RayActorFuture",
@@ -27,24 +34,91 @@ __all__ = [
     "RayActorMethod",
     "RayMember",
     "kill_actors",
+    "placed_key",
 ]
 
 logger = logging.getLogger("fray.ray")
 
 _CALL_METHOD = "fray_dunder_call"  # fray_ray._host.CALL_METHOD (that module imports this one)
+_KILL_WAIT_S = 10.0  # how long kill_actors waits for the killed actors' names to be free
 
 
-def _translate_call_error(exc: BaseException, name: str) -> BaseException:
-    """A Ray error from an actor call, as the exception the caller should see."""
-    from fray_tpu.ray.errors import actor_error
+def actor_error(exc: BaseException, what: str) -> BaseException:
+    """The exception a caller of an actor method should see for ``exc``: the user's own
+    exception raised by the method, ``JobTimeoutError`` for a wait that ran out,
+    ``ActorUnavailableError`` for an actor that is restarting or cannot be reached now (Ray's
+    ``ActorUnavailableError``), ``ActorDiedError`` for one that is gone for good,
+    ``ActorError`` for any other Ray error; anything else unchanged.
 
-    return actor_error(exc, f"actor {name}")
+    Args:
+        exc: What the Ray call raised.
+        what: The actor, in words (e.g. ``"actor trainer-0"``).
+    """
+    from ray import exceptions as rx
+
+    cause = user_cause(exc)
+    if cause is not None:
+        return cause
+    if isinstance(exc, rx.RayTaskError):
+        return ActorError(f"{what}: {exc}")
+    if isinstance(exc, rx.GetTimeoutError):
+        return JobTimeoutError(f"{what} did not answer in time")
+    if isinstance(exc, rx.ActorUnavailableError):
+        lines = str(exc).splitlines()
+        return ActorUnavailableError(
+            f"{what} is unavailable (restarting, or cannot be reached now): "
+            f"{lines[0] if lines else ''}"
+        )
+    if isinstance(exc, rx.RayActorError | rx.RaySystemError):
+        lines = str(exc).splitlines()
+        message = f"{what} died: {lines[0] if lines else ''}"
+        cause = cause_line(exc)
+        if cause is not None and cause not in message:
+            message += f" ({cause})"
+            if cause.startswith(("ModuleNotFoundError", "ImportError")):
+                message += (
+                    "; the worker cannot import the actor's code: install it on the workers, "
+                    "or ship it with EnvironmentConfig(workspace=...) or pip_packages"
+                )
+        return ActorDiedError(message)
+    if isinstance(exc, rx.RayError):
+        return ActorError(f"{what}: {type(exc).__name__}: {exc}")
+    return exc
+
+
+_CAUSE_LINE = re.compile(r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)): (.*)$")
+
+
+def cause_line(exc: BaseException) -> str | None:
+    """The last ``SomeError: text`` line in a Ray error's message: the worker-side cause
+    Ray embeds in the text of, for example, an actor whose creation task failed."""
+    found = None
+    for line in str(exc).splitlines():
+        match = _CAUSE_LINE.match(line)
+        if match is not None:
+            found = f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}"
+    return found[:500] if found is not None else None
+
+
+def placed_key(namespace: str, name: str) -> str:
+    """The registry key under which an actor says it was placed."""
+    return f"actor:{namespace}/{name}"
+
+
+def _connected(what: str) -> None:
+    """Raises ``ActorDiedError`` once this process is no longer connected to Ray: asking
+    Ray then would start a new local Ray instead."""
+    import ray
+
+    if not ray.is_initialized():
+        raise ActorDiedError(f"{what}: this process is no longer connected to Ray (shut down)")
 
 
 def _raise_call_error(exc: Exception, name: str) -> NoReturn:
     """Raises what a failed call's ``ray.get`` error means: the method's own exception, or
-    Fray's for a dead or unreachable actor."""
-    translated = _translate_call_error(exc, name)
+    Fray's for a dead, restarting or unreachable actor."""
+    _connected(f"actor {name}")
+    translated = actor_error(exc, f"actor {name}")
     if translated is exc:
         raise exc
     raise translated from (None if translated is getattr(exc, "cause", None) else exc)
@@ -60,18 +134,27 @@ class RayActorFuture:
         self._name = name
 
     def result(self, timeout: float | None = None) -> Any:
-        """The call's return value; re-raises the method's own exception."""
+        """The call's return value; re-raises the method's own exception.
+
+        Raises:
+            ActorUnavailableError: The actor is restarting (the call was lost with it).
+            ActorDiedError: The actor is gone, or this process's client was shut down.
+            JobTimeoutError: ``timeout`` passed first.
+        """
         import ray
 
+        _connected(f"actor {self._name}")
         try:
             return ray.get(self._ref, timeout=timeout)
         except Exception as exc:
             _raise_call_error(exc, self._name)
 
     def done(self) -> bool:
-        """Whether the call has finished."""
+        """Whether the call has finished (also once the process has left Ray)."""
         import ray
 
+        if not ray.is_initialized():
+            return True
         ready, _ = ray.wait([self._ref], timeout=0)
         return bool(ready)
 
@@ -95,6 +178,7 @@ class RayActorMethod:
 
     def _start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         handle = self._handle
+        _connected(f"actor {handle.name}")
         actor = handle._resolve()
         try:
             return getattr(actor, self._method).remote(*args, **kwargs)
@@ -103,7 +187,7 @@ class RayActorMethod:
                 f"actor {handle.name} has no public method {self._method!r}"
             ) from None
         except Exception as exc:
-            raise _translate_call_error(exc, handle.name) from exc
+            _raise_call_error(exc, handle.name)
 
     def submit(self, *args: Any, **kwargs: Any) -> RayActorFuture:
         """A long-running call: on Ray the same as :meth:`remote` (Ray keeps the call
@@ -141,6 +225,7 @@ class RayActorHandle:
         if actor is None:
             import ray
 
+            _connected(f"actor {self._name}")
             try:
                 actor = ray.get_actor(self._name, namespace=self._namespace)
             except ValueError:
@@ -180,9 +265,12 @@ class RayActorHandle:
 
 
 def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None:
-    """Kills actors for good and, with ``wait``, returns once their names are free."""
+    """Kills actors for good and, with ``wait``, returns once their names are free (at most
+    ten seconds: the GCS frees them on its own time)."""
     import ray
 
+    if not ray.is_initialized():
+        return
     for handle in handles:
         actor = handle._actor
         if actor is None:
@@ -191,16 +279,16 @@ def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None
             ray.kill(actor, no_restart=True)
         except Exception as exc:
             logger.debug("kill of actor %s: %s", handle.name, exc)
-    if not wait:
-        return
-    deadline = time.monotonic() + 30
-    for handle in handles:
+    deadline = time.monotonic() + _KILL_WAIT_S
+    for handle in handles if wait else ():
         delay = 0.01
         while time.monotonic() < deadline:
             try:
                 ray.get_actor(handle.name, namespace=handle._namespace)
             except ValueError:
                 break
+            except Exception:  # the cluster is going away: nothing to wait for
+                return
             time.sleep(delay)  # the GCS frees the name asynchronously after the kill
             delay = min(delay * 2, 0.2)
 
@@ -216,19 +304,18 @@ class RayMember(ActorMember):
 
 
 def _rebuilt_group(
-    name: str, members: list[tuple[int, RayActorHandle, str]], ask: Ask | None = None
+    name: str,
+    namespace: str,
+    members: list[tuple[int, RayActorHandle, str]],
+    ask: Ask | None,
+    registry: str | None,
 ) -> RayActorGroup:
     rebuilt: list[RayMember] = []
     for index, handle, status in members:
         member = RayMember(index, handle, None)
         member.status = JobStatus(status)
         rebuilt.append(member)
-    return RayActorGroup(name, rebuilt, ask=ask)
-
-
-# The GCS states of an actor not yet created: waiting for a node, or for its worker and
-# __init__ (Ray does not tell the two apart; the cluster's waiting requests do).
-_UNCREATED = ("PENDING_CREATION", "RESTARTING")
+    return RayActorGroup(name, namespace, rebuilt, ask=ask, registry=registry)
 
 
 class RayActorGroup(BaseActorGroup):
@@ -244,24 +331,28 @@ class RayActorGroup(BaseActorGroup):
     def __init__(
         self,
         name: str,
+        namespace: str,
         members: list[RayMember],
         on_shutdown: Callable[[RayActorGroup], None] | None = None,
         *,
         ask: Ask | None = None,
+        registry: str | None = None,
     ) -> None:
         super().__init__(name, members)
+        self.namespace = namespace
         self._ray_members = members
         self._on_shutdown = on_shutdown
         self._ask = ask  # what each actor asks of a node (its pending reason)
+        self._registry = registry  # where its actors say they were placed
         self._reasons_read: tuple[float, dict[int, str]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         members = [(m.index, m.handle, m.status.value) for m in self._ray_members]
-        return (_rebuilt_group, (self.name, members, self._ask))
+        return (_rebuilt_group, (self.name, self.namespace, members, self._ask, self._registry))
 
     def _pending_reasons(self, members: list[ActorMember]) -> dict[int, str]:
-        """Why PENDING members wait for a node, read from the GCS at most once a second
-        for the whole group (see :meth:`_read_reasons`); a failed read says nothing."""
+        """Why PENDING members wait for a node, read at most once a second for the whole
+        group (see :meth:`_read_reasons`); a failed read says nothing."""
         now = time.monotonic()
         last = self._reasons_read
         if last is None or now - last[0] >= 1.0:
@@ -274,35 +365,29 @@ class RayActorGroup(BaseActorGroup):
         return {m.index: last[1][m.index] for m in members if m.index in last[1]}
 
     def _read_reasons(self) -> dict[int, str]:
-        """A reason for each PENDING member whose actor Ray has not created yet, while
-        requests of its shape wait in the cluster: what it asks for and what the cluster
-        has. Where fewer such requests wait than the group has uncreated actors, some of
-        them are starting rather than waiting, and the reason says "may be"."""
-        ask = self._ask
+        """A reason for each PENDING member not yet placed (its host says when it is),
+        while every node that could take it is busy: what it asks for and what the cluster
+        has."""
+        ask, registry = self._ask, self._registry
         pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
-        if ask is None or not pending:
+        if ask is None or registry is None or not pending:
             return {}
-        uncreated = [m for m in pending if _gcs_state(m.handle) in _UNCREATED]
-        if not uncreated:
-            return {}
-        state = resource_state()
-        waiting = waiting_count(ask, state)
-        cluster = pending_reason(ask, waiting_only=True, state=state)
+        link = RegistryLink(registry, quiet=True)
+        placed = link.call("placed_keys", [placed_key(self.namespace, m.name) for m in pending])
+        waiting = [m for m in pending if placed_key(self.namespace, m.name) not in (placed or ())]
+        cluster = cluster_says(ask) if waiting else None
         if cluster is None:
             return {}
-        if waiting >= len(uncreated):
-            says = "waiting for a node"
-        else:
-            says = (
-                f"may be waiting for a node ({waiting} request(s) of its shape wait in the "
-                f"cluster, for {len(uncreated)} actor(s) of the group not yet started)"
-            )
-        reason = f"{says}: asks for {ask.describe()}; {cluster}"
-        return {m.index: reason for m in uncreated}
+        reason = f"waiting for a node: asks for {ask.describe()}; {cluster}"
+        return {m.index: reason for m in waiting}
 
     def _refresh(self, timeout: float) -> None:
         """Moves members whose constructor has finished to RUNNING or FAILED, and running
         members that ended to SUCCEEDED or FAILED."""
+        import ray
+
+        if not ray.is_initialized():  # the client is shut down: its members are gone
+            return
         self._refresh_pending(timeout)
         self._refresh_running()
 
@@ -317,8 +402,6 @@ class RayActorGroup(BaseActorGroup):
                 member.ready_ref = member.handle._resolve().fray_ready.remote()
         refs = [m.ready_ref for m in pending]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        if not ready:
-            return
         ready_set = set(ready)
         for member in pending:
             if member.ready_ref not in ready_set:
@@ -326,7 +409,7 @@ class RayActorGroup(BaseActorGroup):
             try:
                 ray.get(member.ready_ref)
             except Exception as exc:
-                error = _translate_call_error(exc, member.name)
+                error = actor_error(exc, f"actor {member.name}")
                 if member.set_status(JobStatus.FAILED, error):
                     kill_actors([member.handle], wait=False)  # no restarts, no leftovers
             else:
@@ -334,6 +417,7 @@ class RayActorGroup(BaseActorGroup):
 
     def _refresh_running(self) -> None:
         import ray
+        from ray import exceptions as rx
 
         running = [m for m in self._ray_members if m.status is JobStatus.RUNNING]
         for member in running:
@@ -353,38 +437,20 @@ class RayActorGroup(BaseActorGroup):
             ref, member.lifetime_ref = member.lifetime_ref, None
             try:
                 outcome, text = ray.get(ref)
-            except Exception as exc:
-                outcome, text = "died", (str(exc).splitlines() or [type(exc).__name__])[0]
+            except rx.ActorDiedError as exc:  # gone for good (not restarting)
+                error = (str(exc).splitlines() or [type(exc).__name__])[0]
+                member.set_status(JobStatus.FAILED, ActorDiedError(f"actor {member.name}: {error}"))
+                continue
+            except Exception:  # restarting (or unreachable): ask the next incarnation
+                continue
             if outcome == "succeeded":
                 if member.set_status(JobStatus.SUCCEEDED):
                     kill_actors([member.handle], wait=False)  # ended: free its resources
-            elif _is_gone(member.handle):
-                member.set_status(JobStatus.FAILED, ActorDiedError(f"actor {member.name}: {text}"))
-            # else Ray restarts it (max_restarts): the next refresh asks the new incarnation
+            else:  # it failed: Ray restarts it while max_restarts allows (it says, next time)
+                logger.info("actor %s failed: %s", member.name, text)
 
     def _stop(self, members: list[ActorMember]) -> None:
         """Kills the actors and waits until their names are free."""
         kill_actors([m.handle for m in members])
         if self._on_shutdown is not None:
             self._on_shutdown(self)
-
-
-def _gcs_state(handle: RayActorHandle) -> str | None:
-    """The actor's state as the GCS has it (``PENDING_CREATION``, ``ALIVE``, ...): one GCS
-    call; ``None`` for an actor that no longer exists."""
-    import ray._private.state
-
-    try:
-        actor = handle._resolve()
-    except ActorDiedError:
-        return None
-    found: dict[str, Any] = ray._private.state.state.actor_table(actor._actor_id.hex())
-    state = found.get("State")
-    return state if isinstance(state, str) else None
-
-
-def _is_gone(handle: RayActorHandle) -> bool:
-    """Whether Ray has let the actor go for good (dead, not restarting)."""
-    from fray_tpu.ray.errors import actor_is_dead
-
-    return actor_is_dead(handle._resolve())

@@ -2,9 +2,8 @@
 
 Everything in a :class:`~fray.ResourceConfig` either becomes a Ray option or is rejected with
 an :class:`~fray.errors.InvalidRequestError` by :data:`RAY`, Ray's capability table (checked
-before anything here runs); nothing is dropped on the way. Which Ray errors
-are preemptions is decided in one place for every Fray layer on Ray,
-:mod:`fray_tpu.ray.errors`; :func:`is_preemption` is that decision.
+before anything here runs); nothing is dropped on the way. Which Ray errors are preemptions
+is decided in one place for every Fray layer on Ray, :mod:`fray_tpu.ray.errors`.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import Any
 from fray import EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
-from fray_tpu.ray.errors import is_preemption
 from fray_tpu.ray.runtime_env import environment_runtime_env
 
 __all__ = [
@@ -23,7 +21,7 @@ __all__ = [
     "REGION_LABEL",
     "ZONE_LABEL",
     "actor_options",
-    "is_preemption",
+    "command_options",
     "runtime_env",
     "task_options",
 ]

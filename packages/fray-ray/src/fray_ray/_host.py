@@ -16,15 +16,10 @@ import threading
 from typing import Any
 
 from fray import ActorContext
-from fray.backend import (
-    ShutdownEvent,
-    bind_actor,
-    bind_actor_call,
-    bind_client,
-    unbind_actor,
-)
+from fray.backend import ShutdownEvent, binding
 from fray.errors import ActorDiedError
-from fray_ray._actors import RayActorHandle
+from fray_ray._actors import RayActorHandle, placed_key
+from fray_ray._registry import RegistryLink
 from fray_ray._worker import ClientFor
 
 __all__ = ["CALL_METHOD", "LIFETIME_GROUP", "ActorHost", "host_class"]
@@ -33,6 +28,9 @@ logger = logging.getLogger("fray.ray")
 
 #: The Ray concurrency group of Fray's own actor methods, apart from the user's calls.
 LIFETIME_GROUP = "fray"
+
+#: The Ray method behind a handle's ``__call__`` (Ray does not forward dunder methods).
+CALL_METHOD = "fray_dunder_call"
 
 
 class ActorHost:
@@ -53,24 +51,22 @@ class ActorHost:
         group: str,
         registry: str,
     ) -> None:
+        # Placed: the group's pending reasons stop saying it waits for a node.
+        RegistryLink(registry, quiet=True).ref("placed", placed_key(namespace, name), 0)
         self._client = client_for(namespace, registry)
         self._name = name
         self._ended = threading.Event()
-        self._ending = False  # ``_ended`` is set (read by every call, without a method call)
+        self._ending = False  # ``ended`` is set (read by every call, without a method call)
         self._exit: SystemExit | None = None
         self._context = ActorContext(
             RayActorHandle(name, namespace), index, group, ShutdownEvent(self._on_end, name)
         )
-        self._binding = (self._client, self._context)  # what a call binds
-        bind_client(self._client)
         self._init_error: BaseException | None = None
-        token = bind_actor(self._context)
         try:
-            self._instance = cls(*args, **kwargs)
+            with binding(self._client, actor=self._context):
+                self._instance = cls(*args, **kwargs)
         except BaseException as exc:  # reported by fray_ready, with its own type
             self._init_error = exc
-        finally:
-            unbind_actor(token)
 
     def fray_ready(self) -> bool:
         if self._init_error is not None:
@@ -105,19 +101,18 @@ class ActorHost:
         ray.kill(ray.get_runtime_context().current_actor, no_restart=False)
 
 
-_RESERVED = frozenset(("fray_ready", "fray_lifetime", "fray_dunder_call"))
+_RESERVED = frozenset(("fray_ready", "fray_lifetime", CALL_METHOD))
 
 
 def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Runs the user's ``method`` with the actor's context set (the client and the actor
-    bound with one ``set``: this runs for every call)."""
+    """Runs the user's ``method`` with the actor's context bound."""
     if host._init_error is not None:
-        raise ActorDiedError(f"actor {host._context.handle.name} failed to start")
+        raise ActorDiedError(f"actor {host._name} failed to start")
     if host._ending:
         raise ActorDiedError(f"actor {host._name} has ended (its shutdown_event is set)")
-    token = bind_actor_call(host._binding)
     try:
-        return getattr(host._instance, method)(*args, **kwargs)
+        with binding(host._client, actor=host._context):
+            return getattr(host._instance, method)(*args, **kwargs)
     except SystemExit as exc:
         # The actor ends for good, as on every backend: an intentional exit, which Ray
         # does not restart (a plain SystemExit would be restarted when max_restarts != 0).
@@ -128,8 +123,6 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
         host._end()
         exit_actor()
         raise
-    finally:
-        unbind_actor(token)
 
 
 def _forward(method: str, ray_name: str | None = None) -> Any:
@@ -143,8 +136,8 @@ def _forward(method: str, ray_name: str | None = None) -> Any:
     return call
 
 
-#: The Ray method behind a handle's ``__call__`` (Ray does not forward dunder methods).
-CALL_METHOD = "fray_dunder_call"
+def _lifetime(self: ActorHost) -> tuple[str, str | None]:
+    return ActorHost.fray_lifetime(self)
 
 
 def host_class(cls: type[Any]) -> type[ActorHost]:
@@ -159,15 +152,6 @@ def host_class(cls: type[Any]) -> type[ActorHost]:
     }
     if any("__call__" in vars(k) for k in cls.__mro__ if k is not object):
         methods[CALL_METHOD] = _forward("__call__", CALL_METHOD)
-    methods["fray_lifetime"] = ray.method(concurrency_group=LIFETIME_GROUP)(
-        _forward_own(ActorHost.fray_lifetime)
-    )
+    _lifetime.__name__ = _lifetime.__qualname__ = "fray_lifetime"
+    methods["fray_lifetime"] = ray.method(concurrency_group=LIFETIME_GROUP)(_lifetime)
     return type(f"Fray{cls.__name__}", (ActorHost,), methods)
-
-
-def _forward_own(fn: Any) -> Any:
-    def call(self: ActorHost) -> Any:
-        return fn(self)
-
-    call.__name__ = call.__qualname__ = fn.__name__
-    return call

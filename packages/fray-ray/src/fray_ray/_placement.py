@@ -2,16 +2,15 @@
 with what the cluster's nodes have.
 
 Ray says nothing to a task's or actor's owner while it waits for a node. This module reads
-the cluster from the GCS (node totals and labels, what is free, which request shapes wait)
-and turns the comparison into the text of ``JobInfo.pending_reason``, of the error of a job
-not placed within ``JobRequest.scheduling_timeout``, and of an actor's ``pending_reason``
-(also in a timed-out ``wait_ready``). It is read only when someone asks (a job or actor that
-has not started, a request no known node fits), never on the way to a worker.
+the nodes (``ray.nodes()``: totals, labels, alive) and what each has free
+(:func:`fray_ray._adapter.free_per_node`, else the cluster's sum) and turns the comparison
+into the text of ``JobInfo.pending_reason``, of the error of a job not placed within
+``JobRequest.scheduling_timeout`` and of an actor's ``pending_reason``. It is read only when
+someone asks, never on the way to a worker.
 
-Whether the cluster can grow is read from what Ray's autoscalers leave in the GCS: the v2
-autoscaler's cluster config (node groups and their counts) and the v1 monitor's status
-(node types by name; a cluster without an autoscaler config runs a read-only monitor
-whose node types are named after node ids). A cluster with neither is taken as fixed.
+Whether a cluster can grow is not public in Ray: a request no node has is never refused
+for it, except on a local Ray this client started itself (which cannot grow); elsewhere it
+waits, and its pending reason says what no node has.
 """
 
 # pyright: standard
@@ -19,25 +18,15 @@ whose node types are named after node ids). A cluster with neither is taken as f
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "Ask",
-    "ClusterView",
-    "autoscaler_note",
-    "cluster_view",
-    "pending_reason",
-    "resource_state",
-    "waiting_count",
-]
+from fray_ray._adapter import free_per_node
+
+__all__ = ["Ask", "ClusterView", "cluster_says", "cluster_view"]
 
 _GIB = float(1 << 30)
-# Node types of the read-only monitor Ray runs on a cluster without an autoscaler config.
-_READONLY_TYPE = re.compile(r"node_[0-9a-f]{56}")
 _OPTION_NAMES = {"num_cpus": "CPU", "memory": "memory", "num_gpus": "GPU"}
 
 
@@ -98,6 +87,7 @@ def _label_matches(value: str | None, selector: str) -> bool:
 
 @dataclass(frozen=True)
 class _Node:
+    node_id: str
     alive: bool
     totals: Mapping[str, float]
     labels: Mapping[str, str]
@@ -105,8 +95,8 @@ class _Node:
 
 @dataclass(frozen=True)
 class ClusterView:
-    """The cluster's nodes as the GCS lists them (dead ones too: a fixed cluster may
-    start a replacement with the same shape)."""
+    """The cluster's nodes as Ray lists them (dead ones too: a cluster may start a
+    replacement of the same shape)."""
 
     nodes: Sequence[_Node]
 
@@ -136,12 +126,13 @@ class ClusterView:
 
 
 def cluster_view() -> ClusterView:
-    """The nodes the GCS lists (one GCS call, well under a millisecond)."""
+    """The nodes Ray lists (one GCS call, well under a millisecond)."""
     import ray
 
     return ClusterView(
         [
             _Node(
+                str(node.get("NodeID")),
                 bool(node.get("Alive")),
                 dict(node.get("Resources") or {}),
                 dict(node.get("Labels") or {}),
@@ -151,78 +142,29 @@ def cluster_view() -> ClusterView:
     )
 
 
-def autoscaler_note() -> str | None:
-    """How the cluster can grow, where an autoscaler says it can; ``None`` for a fixed
-    cluster (no autoscaler config, and a read-only monitor or none)."""
-    import ray._private.state
-    from ray._private import ray_constants
-    from ray.experimental.internal_kv import _internal_kv_get
-
-    config = ray._private.state.state.get_cluster_config()
-    if config is not None and config.node_group_configs:
-        groups = [
-            group.name
-            for group in config.node_group_configs
-            if group.max_count == -1 or group.max_count > group.min_count
-        ]
-        return f"the autoscaler may add nodes of {', '.join(groups)}" if groups else None
-    raw = _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS)
-    if not raw:
-        return None
-    try:
-        report = json.loads(raw).get("autoscaler_report") or {}
-    except (ValueError, AttributeError):
-        return None
-    types = {str(t) for t in (report.get("active_nodes") or {})}
-    types |= {str(launch[1]) for launch in report.get("pending_nodes") or () if len(launch) > 1}
-    named = sorted(t for t in types if not _READONLY_TYPE.fullmatch(t))
-    return f"the autoscaler may add nodes (node types: {', '.join(named)})" if named else None
-
-
-def resource_state() -> Any:
-    """The cluster's resource state from the GCS (Ray's ``ClusterResourceState``: nodes,
-    what is free, which request shapes wait)."""
-    import ray
-    from ray._raylet import GcsClient  # pyright: ignore[reportAttributeAccessIssue]
-    from ray.autoscaler.v2.sdk import get_cluster_resource_state
-
-    return get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
-
-
-def waiting_count(ask: Ask, state: Any) -> int:
-    """How many requests of this shape wait in the cluster for a node (anyone's)."""
-    return sum(
-        int(waiting.count)
-        for waiting in state.pending_resource_requests
-        if _same_shape(ask, waiting.request)
-    )
-
-
-def pending_reason(ask: Ask, *, waiting_only: bool, state: Any = None) -> str | None:
-    """What the cluster has for a replica with this ask: no node could ever take it (and
-    whether an autoscaler may add one), or every node that could is busy (with what is
-    free). With ``waiting_only``, ``None`` unless a request of this shape waits in the
-    cluster (for a caller that cannot tell whether its own replica has been placed).
-    ``state``: the :func:`resource_state` already read, if any."""
-    if state is None:
-        state = resource_state()
-    if waiting_only and not waiting_count(ask, state):
-        return None
+def cluster_says(ask: Ask) -> str | None:
+    """What the cluster has for one replica with this ask: no node has what it needs, or
+    every node that could take it is busy (with what they have free). ``None`` while a
+    node that could take it has room: the replica is starting, or runs already."""
     view = cluster_view()
     if not view.fits_some_node(ask):
-        note = autoscaler_note()
-        return f"{view.shortfall(ask)}; {note or 'this cluster has no autoscaler to add one'}"
-    able = [n for n in state.node_states if ask.fits(dict(n.total_resources), dict(n.labels))]
-    free = "; ".join(
-        ", ".join(_amount(k, node.available_resources.get(k, 0.0)) for k in ask.resources)
-        for node in able[:3]
-    )
-    more = f" and {len(able) - 3} more" if len(able) > 3 else ""
-    return f"the {len(able)} node(s) that could take it are busy (free: {free or 'none'}{more})"
+        return f"{view.shortfall(ask)}; it waits until the cluster has such a node"
+    able = [n for n in view.nodes if n.alive and ask.fits(n.totals, n.labels)]
+    free = free_per_node()
+    if free is None:  # the public fallback: what the whole cluster has free
+        import ray
 
-
-def _same_shape(ask: Ask, request: Any) -> bool:
-    bundle = dict(request.resources_bundle)
-    return set(bundle) == set(ask.resources) and all(
-        abs(bundle[k] - v) < 1e-6 for k, v in ask.resources.items()
+        total = {k: float(v) for k, v in ray.available_resources().items()}
+        if ask.fits(total, {}):
+            return None
+        sums = ", ".join(_amount(k, total.get(k, 0.0)) for k in ask.resources)
+        return f"the {len(able)} node(s) that could take it are busy (free in the cluster: {sums})"
+    busy = [n for n in able if not ask.fits(free.get(n.node_id, {}), n.labels)]
+    if len(busy) < len(able):
+        return None
+    shown = "; ".join(
+        ", ".join(_amount(k, free.get(n.node_id, {}).get(k, 0.0)) for k in ask.resources)
+        for n in busy[:3]
     )
+    more = f" and {len(busy) - 3} more" if len(busy) > 3 else ""
+    return f"the {len(busy)} node(s) that could take it are busy (free: {shown or 'none'}{more})"

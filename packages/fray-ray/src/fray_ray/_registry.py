@@ -3,8 +3,9 @@
 Jobs submitted by the driver are tracked in the driver; the registry is where the rest of
 the job tree meets. Jobs submitted from inside a job (by a worker's client) record
 themselves here, so the driver can list them, re-attach to them by id and stop them with
-their parent; running jobs stream their output here in batches so ``logs(follow=True)``
-sees lines while the job runs. Trivial jobs never touch it.
+their parent; running jobs stream their output here in batches, so ``logs()`` sees lines
+while a job runs; replicas of a job with a ``scheduling_timeout`` (and actors as they are
+placed) say here that they started. Trivial jobs never touch it.
 """
 
 # pyright: standard
@@ -12,6 +13,7 @@ sees lines while the job runs. Trivial jobs never touch it.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
@@ -20,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from fray.backend import DEFAULT_JOB_HISTORY, job_history_limit
+from fray.environment_variables import FRAY_JOB_HISTORY
 from fray_ray._convert import HEAD_NODE_RESOURCE
 
 __all__ = ["REGISTRY_NAMESPACE", "JobRegistry", "RegistryLink", "driver_registry"]
@@ -30,157 +32,151 @@ logger = logging.getLogger("fray.ray")
 REGISTRY_NAMESPACE = "fray-internal"
 
 _MAX_LINES = 100_000  # per job; older lines are dropped first
-_MAX_PLACED = 10_000  # attempts whose placed replicas are kept; the oldest go first
+_MAX_PLACED = 10_000  # keys whose placed replicas are kept; the oldest go first
 _FINISHED = ("succeeded", "failed", "stopped")
 _FINAL_FIELDS = ("status", "finished_at", "error", "exit_code")
 
 
+def _history_limit() -> int:
+    text = os.environ.get(FRAY_JOB_HISTORY, "").strip()
+    return int(text) if text.isdigit() else 10_000
+
+
 class JobRegistry:
-    """Records keyed by job id. Plain class; made a Ray actor by the client.
+    """Records keyed by job id; made an async Ray actor (one event loop, no locks) by
+    :func:`driver_registry`. Like a client's own history it keeps every unfinished job and
+    the last ``limit`` finished ones (record, output and result)."""
 
-    Like a client's own history it keeps every unfinished job and the last ``limit``
-    finished ones (record, output and result); older finished ones are dropped first.
-    """
-
-    def __init__(self, limit: int = DEFAULT_JOB_HISTORY) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, limit: int = 10_000) -> None:
         self._limit = limit
         self._records: dict[str, dict[str, Any]] = {}
         self._logs: dict[str, list[str]] = {}
         self._children: dict[str, dict[str, None]] = {}  # ordered sets of child ids
         self._results: dict[str, Any] = {}
-        self._stops: set[str] = set()
         self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
-        # Replicas that started, by attempt key (jobs with a scheduling_timeout only).
         self._placed: collections.OrderedDict[str, set[int]] = collections.OrderedDict()
+        self._placing: dict[str, asyncio.Event] = {}
 
-    def ping(self) -> bool:
-        return True
-
-    def put(self, job_id: str, fields: dict[str, Any]) -> None:
-        """Creates or updates a job's record (JobInfo fields)."""
-        with self._lock:
-            record = self._records.setdefault(job_id, {"job_id": job_id})
-            if record.get("status") in _FINISHED:  # a late update never reopens a job
-                fields = {k: v for k, v in fields.items() if k not in _FINAL_FIELDS}
-            record.update(fields)
-            parent = record.get("parent")
-            if parent is not None:
-                self._children.setdefault(parent, {})[job_id] = None
-            if record.get("status") in _FINISHED:
-                self._ended(job_id)
-
-    def finish(self, job_id: str, fields: dict[str, Any], result: Any, lines: list[str]) -> None:
-        """Records a finished job: its final fields, return value and whole output."""
-        with self._lock:
-            self._records.setdefault(job_id, {"job_id": job_id}).update(fields)
-            self._results[job_id] = result
-            self._logs[job_id] = list(lines[-_MAX_LINES:])
+    async def put(self, job_id: str, fields: dict[str, Any]) -> None:
+        """Creates or updates a job's record (JobInfo fields); a finished one stays so."""
+        record = self._records.setdefault(job_id, {"job_id": job_id})
+        if record.get("status") in _FINISHED:
+            fields = {k: v for k, v in fields.items() if k not in _FINAL_FIELDS}
+        record.update(fields)
+        parent = record.get("parent")
+        if parent is not None:
+            self._children.setdefault(parent, {})[job_id] = None
+        if record.get("status") in _FINISHED:
             self._ended(job_id)
 
+    async def finish(
+        self, job_id: str, fields: dict[str, Any], result: Any, lines: list[str]
+    ) -> None:
+        """Records a finished job: its final fields, return value and whole output."""
+        await self.put(job_id, fields)
+        self._results[job_id] = result
+        self._logs[job_id] = list(lines[-_MAX_LINES:])
+
     def _ended(self, job_id: str) -> None:
-        """Under the lock: ``job_id`` is finished; drops the oldest finished jobs beyond
-        the limit."""
+        """``job_id`` is finished; drops the oldest finished jobs beyond the limit."""
         finished = self._finished
         if job_id in finished:
             return
         finished[job_id] = None
         while len(finished) > self._limit:
-            old, _ = finished.popitem(last=False)  # the oldest to finish
+            old, _ = finished.popitem(last=False)
             record = self._records.pop(old, None) or {}
             self._logs.pop(old, None)
             self._results.pop(old, None)
-            self._stops.discard(old)
             self._children.pop(old, None)
             siblings = self._children.get(record.get("parent") or "")
             if siblings is not None:
                 siblings.pop(old, None)
 
-    def get(self, job_id: str) -> dict[str, Any] | None:
-        with self._lock:
-            record = self._records.get(job_id)
-            if record is None:
-                return None
-            return {**record, "children": tuple(self._children.get(job_id, ()))}
+    async def get(self, job_id: str) -> dict[str, Any] | None:
+        record = self._records.get(job_id)
+        if record is None:
+            return None
+        return {**record, "children": tuple(self._children.get(job_id, ()))}
 
-    def children(self, job_id: str) -> list[str]:
-        with self._lock:
-            return list(self._children.get(job_id, ()))
+    async def children(self, job_id: str) -> list[str]:
+        return list(self._children.get(job_id, ()))
 
-    def descendants(self, job_id: str) -> list[str]:
+    async def descendants(self, job_id: str) -> list[str]:
         """Every job below ``job_id``, deepest first."""
-        with self._lock:
-            found: list[str] = []
-            stack = list(self._children.get(job_id, ()))
-            while stack:
-                child = stack.pop()
-                found.append(child)
-                stack.extend(self._children.get(child, ()))
-            return found[::-1]
+        found: list[str] = []
+        stack = list(self._children.get(job_id, ()))
+        while stack:
+            child = stack.pop()
+            found.append(child)
+            stack.extend(self._children.get(child, ()))
+        return found[::-1]
 
-    def list(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [
-                {**record, "children": tuple(self._children.get(job_id, ()))}
-                for job_id, record in self._records.items()
-            ]
+    async def list(self) -> list[dict[str, Any]]:
+        return [
+            {**record, "children": tuple(self._children.get(job_id, ()))}
+            for job_id, record in self._records.items()
+        ]
 
-    def ended(self, job_id: str) -> None:
+    async def ended(self, job_id: str) -> None:
         """A job the driver tracks itself ended: its streamed output is no longer read
         (the driver has it whole)."""
-        with self._lock:
-            self._logs.pop(job_id, None)
-            self._ended(job_id)
+        self._logs.pop(job_id, None)
+        self._ended(job_id)
 
-    def append_logs(self, job_id: str, lines: list[str]) -> None:
-        with self._lock:
-            if job_id in self._finished:  # a late batch: the record has the whole output
-                return
-            buffer = self._logs.setdefault(job_id, [])
-            buffer.extend(lines)
-            if len(buffer) > _MAX_LINES:
-                del buffer[: len(buffer) - _MAX_LINES]
+    async def append_logs(self, job_id: str, lines: list[str]) -> None:
+        if job_id in self._finished:  # a late batch: the record has the whole output
+            return
+        buffer = self._logs.setdefault(job_id, [])
+        buffer.extend(lines)
+        del buffer[: max(len(buffer) - _MAX_LINES, 0)]
 
-    def logs(self, job_id: str, start: int = 0) -> list[str]:
-        with self._lock:
-            return list(self._logs.get(job_id, ())[start:])
+    async def logs(self, job_id: str) -> list[str]:
+        return list(self._logs.get(job_id, ()))
 
-    def result(self, job_id: str) -> tuple[bool, Any]:
-        with self._lock:
-            if job_id in self._results:
-                return True, self._results[job_id]
-            return False, None
+    async def result(self, job_id: str) -> tuple[bool, Any]:
+        if job_id in self._results:
+            return True, self._results[job_id]
+        return False, None
 
-    def placed(self, key: str, index: int) -> None:
-        """Replica ``index`` of the attempt ``key`` (``job_id#attempt``) started on a node."""
-        with self._lock:
-            self._placed.setdefault(key, set()).add(index)
-            if len(self._placed) > _MAX_PLACED:
-                self._placed.popitem(last=False)
+    async def request_stop(self, job_ids: list[str]) -> None:
+        """Marks unfinished jobs stopped (their owners are gone or stop them)."""
+        now = time.time()
+        for job_id in job_ids:
+            record = self._records.get(job_id)
+            if record is not None and record.get("status") in ("pending", "running"):
+                record.update(status="stopped", finished_at=now)
+                self._ended(job_id)
 
-    def placed_replicas(self, key: str) -> list[int]:
-        """The replicas of the attempt ``key`` that started so far."""
-        with self._lock:
-            return sorted(self._placed.get(key, ()))
+    async def placed(self, key: str, index: int) -> None:
+        """Replica (or actor) ``index`` of ``key`` started on a node."""
+        self._placed.setdefault(key, set()).add(index)
+        self._placed.move_to_end(key)
+        while len(self._placed) > _MAX_PLACED:
+            self._placed.popitem(last=False)
+        event = self._placing.get(key)
+        if event is not None:
+            event.set()
 
-    def request_stop(self, job_ids: list[str]) -> None:
-        """Marks jobs as to be stopped; their owners see it on their next check."""
-        with self._lock:
-            now = time.time()
-            for job_id in job_ids:
-                self._stops.add(job_id)
-                record = self._records.get(job_id)
-                if record is not None and record.get("status") in ("pending", "running"):
-                    record.update(status="stopped", finished_at=now)
-                    self._ended(job_id)
+    async def placed_keys(self, keys: list[str]) -> list[str]:
+        """Which of ``keys`` have a replica (or actor) that started."""
+        return [key for key in keys if self._placed.get(key)]
 
-    def stop_requested(self, job_id: str) -> bool:
-        with self._lock:
-            return job_id in self._stops
-
-
-# ---------------------------------------------------------------------------------------------
-# The client side
+    async def wait_placed(self, key: str, count: int, timeout: float) -> list[int]:
+        """The indexes of ``key`` that started, once ``count`` have (or after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while len(self._placed.get(key, ())) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            event = self._placing.setdefault(key, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), left)
+            except TimeoutError:
+                break
+            finally:
+                self._placing.pop(key, None)
+        return sorted(self._placed.get(key, ()))
 
 
 _registries: dict[tuple[str, str], tuple[str, Any]] = {}
@@ -203,13 +199,12 @@ def driver_registry() -> tuple[str, Any]:
                 "name": name,
                 "namespace": REGISTRY_NAMESPACE,
                 "num_cpus": 0,
-                "max_concurrency": 1,
                 "max_restarts": -1,  # a lost registry comes back (empty) instead of failing
                 "max_task_retries": -1,
             }
             if HEAD_NODE_RESOURCE in ray.cluster_resources():  # off preemptible nodes
                 options["resources"] = {HEAD_NODE_RESOURCE: 0.001}
-            actor = ray.remote(JobRegistry).options(**options).remote(job_history_limit())
+            actor = ray.remote(JobRegistry).options(**options).remote(_history_limit())
             found = _registries[key] = (name, actor)
         return found
 
@@ -231,48 +226,38 @@ class RegistryLink:
         quiet: Log failures at debug level (a client inside a job: its driver may be gone).
     """
 
-    __slots__ = ("_actor", "name", "quiet")
+    __slots__ = ("actor", "name", "quiet")
 
     def __init__(self, name: str, actor: Any = None, *, quiet: bool = False) -> None:
         self.name = name
-        self._actor = actor
+        self.actor = actor
         self.quiet = quiet
 
-    def call(self, method: str, *args: Any, wait: bool = True) -> Any:
-        """Calls ``method`` on the registry; its answer with ``wait`` (``None`` on failure)."""
+    def ref(self, method: str, *args: Any) -> Any:
+        """Starts a call; its ObjectRef (``None`` if the registry is unreachable)."""
         import ray
 
         try:
-            actor = self._actor
-            if actor is None:
-                actor = self._actor = ray.get_actor(self.name, namespace=REGISTRY_NAMESPACE)
-            ref = getattr(actor, method).remote(*args)
-            return ray.get(ref, timeout=60) if wait else None
+            if self.actor is None:
+                self.actor = ray.get_actor(self.name, namespace=REGISTRY_NAMESPACE)
+            return getattr(self.actor, method).remote(*args)
         except Exception as exc:
-            log = logger.debug if self.quiet else logger.warning
-            log("job registry %s unreachable: %s", self.name, str(exc).splitlines()[0])
+            self._failed(exc)
             return None
 
-    def get(self, job_id: str) -> dict[str, Any] | None:
-        """A job's record (JobInfo fields and its children), if the registry has it."""
-        return self.call("get", job_id)
+    def call(self, method: str, *args: Any, default: Any = None) -> Any:
+        """Calls ``method`` and waits for its answer (``default`` on failure)."""
+        import ray
 
-    def logs(self, job_id: str) -> list[str]:
-        """A job's output as recorded or streamed so far."""
-        return self.call("logs", job_id) or []
+        ref = self.ref(method, *args)
+        if ref is None:
+            return default
+        try:
+            return ray.get(ref, timeout=60)
+        except Exception as exc:
+            self._failed(exc)
+            return default
 
-    def result(self, job_id: str) -> tuple[bool, Any]:
-        """``(True, value)`` once a job's return value is recorded, else ``(False, None)``."""
-        return self.call("result", job_id) or (False, None)
-
-    def children(self, job_id: str) -> list[str]:
-        """The jobs submitted from ``job_id``."""
-        return self.call("children", job_id) or []
-
-    def descendants(self, job_id: str) -> list[str]:
-        """Every job below ``job_id``, deepest first."""
-        return self.call("descendants", job_id) or []
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every record the registry keeps."""
-        return self.call("list") or []
+    def _failed(self, exc: BaseException) -> None:
+        log = logger.debug if self.quiet else logger.warning
+        log("job registry %s unreachable: %s", self.name, (str(exc).splitlines() or [""])[0])

@@ -6,7 +6,7 @@ from typing import Any
 
 from fray.errors import JobFailedError
 
-__all__ = ["TpuJobFailedError", "TpuSchedulingError"]
+__all__ = ["CommandFailedError", "ExitCalledError", "TpuJobFailedError", "TpuSchedulingError"]
 
 
 class TpuJobFailedError(JobFailedError):
@@ -82,3 +82,34 @@ def _rebuild(
         failures=failures,
         reason=reason,
     )
+
+
+class CommandFailedError(RuntimeError):
+    """A command entrypoint exited with a non-zero code on one host."""
+
+    def __init__(self, command: str, code: int, last_line: str = "") -> None:
+        message = f"command {command!r} exited with code {code}"
+        if last_line:
+            message += f"; last output: {last_line}"
+        super().__init__(message)
+        self.command = command
+        self.code = code
+        self.last_line = last_line
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.command, self.code, self.last_line))
+
+
+class ExitCalledError(RuntimeError):
+    """The user's callable called ``sys.exit`` with a failing code on one host.
+
+    Raised in place of ``SystemExit``, which would otherwise end the host actor and look
+    like the loss of the VM (a preemption) rather than the program's own failure.
+    """
+
+    def __init__(self, code: object) -> None:
+        super().__init__(f"the function called sys.exit: SystemExit({code!r})")
+        self.code = code
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.code,))

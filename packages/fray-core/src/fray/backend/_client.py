@@ -17,6 +17,7 @@ import heapq
 import itertools
 import logging
 import os
+import queue
 import secrets
 import threading
 import time
@@ -29,7 +30,7 @@ from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._group import validate_actor_args
-from fray.backend._record import JobRecord, Outcome, job_id_part
+from fray.backend._record import JobRecord, Outcome, Phase, job_id_part
 from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
@@ -107,6 +108,40 @@ class _Timers:
 TIMERS = _Timers()
 
 
+class _Soon:
+    """Calls functions one after another on one daemon thread of a client's, started on
+    first use and ended by :meth:`close` once what is queued has run."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None]
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._queue.put((fn, args))
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                item[0](*item[1])
+            except Exception:
+                logger.exception("a callback of Fray's raised")
+            del item  # an idle thread must not keep its last job alive
+
+    def close(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread = None
+
+
 class BaseClient:
     """What every client shares: ``submit`` and the attempt loop, ``terminate``, the job
     history, ``shutdown``, the context manager and the actor plumbing.
@@ -144,6 +179,7 @@ class BaseClient:
         self._serials = itertools.count(secrets.randbits(32))
         self._hosted: list[HostedActor] = []
         self._warned: set[str] = set()
+        self._soon = _Soon(f"fray-{self.scheme or 'client'}-events")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._jobs)})"
@@ -230,6 +266,13 @@ class BaseClient:
         not block: the timers run one after another)."""
         TIMERS.call_later(delay, fn, *args)
 
+    def _call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Calls ``fn(*args)`` soon on this client's event thread (one per client, started on
+        first use, ended by ``shutdown()``), one call after another: where a backend's library
+        calls back on a thread of its own that must not block, the backend hands the work
+        here (it may block, and may report a job's end and start its next attempt)."""
+        self._soon.put(fn, *args)
+
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
         """Starts a new job: by default its first attempt, through the attempt loop.
         A backend whose cluster runs the attempts (and budgets) itself overrides it and
@@ -280,6 +323,13 @@ class BaseClient:
             job.deadlines.append(entry)
 
     def _expire(self, job: JobRecord, attempt: int, outcome: Outcome, placing: bool) -> None:
+        if placing and job.phase is Phase.PLACING and job.begun == attempt:
+            # Why it is not placed, read now, while it still waits: once the attempt is
+            # cancelled, the stop's outcome is what the job ends with.
+            try:
+                outcome = Outcome.unplaced(self._pending_reason(job))
+            except Exception:
+                logger.exception("%s could not say why %s waits", self.scheme, job.job_id)
         if job.stop(outcome, attempt=attempt, placing=placing):
             self._cancel(job)
 
@@ -586,6 +636,7 @@ class BaseClient:
         for actor in hosted:
             actor.shutdown()
         self._shutdown(wait)
+        self._soon.close()
         forget_default(self)
 
     def _shutdown(self, wait: bool) -> None:

@@ -1,382 +1,366 @@
 # pyright: standard
-"""Finding complete TPU slices on the cluster, claiming them, and letting them go.
+"""One attempt of a TPU gang, driven from the driver by Ray's callbacks (on the client's event
+thread): claim the slices, start one host actor per VM, run the payload on every host, and
+tear the gang down at its end.
 
-Slices are discovered from the live nodes' ``ray.io/tpu-*`` labels (Ray sets them on every
-TPU VM, real or fake): a slice is usable only when all of its VMs are alive. Claiming a
-slice starts one host actor per VM, pinned to that VM, holding the slice's resources: the
-``TPU-<type>-head`` resource on worker 0 and ``{<slice-name>: 1}`` on every VM, so that no
-other gang can take it meanwhile, plus what the user's code needs on the VM (it runs inside
-the host actor). Letting the gang go kills the host actors.
+Claiming: one placement group per slice, ``[{TPU-<type>-head: 1}]``: each slice has one such
+resource (on worker 0), so Ray's scheduler gives every group a free slice of its own and holds
+it. The slice's name and hosts come from the nodes' ``ray.io/tpu-*`` labels. A slice whose
+hosts are not all alive is held (so the next group lands elsewhere) and looked at every
+second. A preempted VM returns as a new node with the same slice name and worker id while Ray
+may still list the old one alive: a node this job lost a host with (unreachable, died or
+drained) is not taken for a minute, so the returned host is used as soon as it is up.
+
+Running: each host actor is pinned to its VM with the VM's chips and what the user's code
+asks for; its ``run`` future says how it ended. A Ray error that means a lost VM is a
+preemption; a failure of the user's code is a failure unless the VM says it is being
+preempted (the failed host is asked, then the hub); a host's report through the hub ends
+the attempt as a preemption too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import ray
-from ray import exceptions as rx
+from ray.util.placement_group import (
+    PlacementGroup,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from fray.backend import JobRecord, Outcome
 from fray.topology import TpuTopology, canonical_tpu_name
+from fray_tpu._errors import CommandFailedError, ExitCalledError
+from fray_tpu._multislice import multislice_env
 from fray_tpu.ray._host import TpuHost
-from fray_tpu.ray._util import rget
-from fray_tpu.ray.errors import actor_is_dead
+from fray_tpu.ray.errors import read_ray_error
 
-__all__ = [
-    "ClaimStopped",
-    "ClaimTimeout",
-    "Gang",
-    "HostOptions",
-    "HostSetupError",
-    "SliceView",
-    "claim_gang",
-    "discover_slices",
-]
+if TYPE_CHECKING:
+    from fray_tpu.ray.gang import GangJob
+
+__all__ = ["Attempt", "describe_slices"]
+
+logger = logging.getLogger("fray_tpu.ray")
 
 _SLICE_LABEL = "ray.io/tpu-slice-name"
 _WORKER_LABEL = "ray.io/tpu-worker-id"
 _POD_TYPE_LABEL = "ray.io/tpu-pod-type"
-
-# How long host actors whose runtime env must be built (pip, working_dir, ...) may take to
-# come up: building it is not waiting for slices, so the scheduling deadline does not cut it.
-_RUNTIME_ENV_SETUP_WINDOW_S = 900.0
-_CLAIM_POLL_S = 0.2  # between looks at the cluster while waiting for free slices
-_RELEASE_POLL_S = 0.05  # between looks while a torn-down gang's resources are released
-# Resources still taken this long after their actors died belong to someone else by now.
-_TAKEN_AFTER_DEATH_S = 2.0
+_RECHECK_S = 1.0  # between looks at a held slice whose hosts are not all alive
+_HEALTH_WAIT_S = 10.0  # how long a failed host may take to say whether its VM is preempted
+_LOST_S = 60.0  # how long a node whose host was lost with it is not taken again
 
 
-@dataclass(frozen=True)
-class HostOptions:
-    """What every host actor of a gang gets besides the slice's own resources.
+def _node_lost(exc: BaseException) -> bool:
+    """Whether a host actor's error means its node went (unreachable, died or drained as a
+    preemption), not just its process."""
+    from ray import exceptions as rx
 
-    Attributes:
-        settings: ``GCE_METADATA_HOST`` / ``FRAY_TPU_LIBTPU_LOCKFILE`` from the job's env.
-        state: The job's state actor (output lines, preemption reports).
-        health_interval_s: How often each host asks the metadata server about preemption.
-        num_cpus: CPUs the user's code needs on each host.
-        memory: Memory in bytes the user's code needs on each host (``None``: no claim).
-        resources: ``{"TPU": chips_per_vm}`` plus the user's custom resources.
-        runtime_env: The user's Ray runtime env (``None``: the cluster's own).
-    """
-
-    settings: dict[str, str]
-    state: Any
-    health_interval_s: float
-    num_cpus: float = 0.0
-    memory: int | None = None
-    resources: dict[str, float] = field(default_factory=dict)
-    runtime_env: dict[str, Any] | None = None
+    gone = isinstance(exc, rx.ActorUnavailableError | rx.NodeDiedError)
+    return gone or bool(getattr(exc, "preempted", False))
 
 
-@dataclass
-class SliceView:
-    """A slice as the cluster shows it now: its live VMs by worker id."""
-
-    name: str
-    tpu_type: str
-    hosts: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker id -> node
-    free: bool = True
-
-    def complete(self, vm_count: int) -> bool:
-        return sorted(self.hosts) == list(range(vm_count))
-
-
-@dataclass
-class Gang:
-    """Claimed slices: per slice, its host actors and their info, ordered by worker id.
-
-    ``token`` names this gang in the hosts' preemption reports to the job's state actor.
-    """
-
-    slices: list[str]
-    hosts: list[list[Any]]
-    infos: list[list[dict[str, Any]]]
-    token: str = ""
-    held: list[tuple[str, str]] = field(default_factory=list)  # (node id, resource) pairs
-
-    def all_hosts(self) -> list[tuple[int, int, Any, dict[str, Any]]]:
-        return [
-            (s, w, actor, self.infos[s][w])
-            for s in range(len(self.slices))
-            for w, actor in enumerate(self.hosts[s])
-        ]
-
-    def teardown(self, release_timeout: float = 10.0) -> None:
-        """Kills every host actor (and the user's code running in it), then waits, up to
-        ``release_timeout``, until the cluster shows the slices' resources free again (or
-        their VMs gone), so that a claim that follows, this job's or another's, counts them.
-
-        The wait ends early when the actors are dead but their resources still look taken
-        for a while: another gang has claimed the slices since.
-        """
-        actors = [actor for row in self.hosts for actor in row]
-        for actor in actors:
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-        deadline = time.monotonic() + release_timeout
-        dead_since: float | None = None
-        alive = list(actors)
-        while self.held and time.monotonic() < deadline:
-            available = _available_per_node()
-            if available is None:
-                return
-            self.held = [
-                (node, key)
-                for node, key in self.held
-                if node in available and available[node].get(key, 0) < 1
-            ]
-            if not self.held:
-                return
-            if dead_since is None:
-                alive = [actor for actor in alive if not actor_is_dead(actor)]
-                if not alive:
-                    dead_since = time.monotonic()
-            elif time.monotonic() - dead_since > _TAKEN_AFTER_DEATH_S:
-                return
-            time.sleep(_RELEASE_POLL_S)
-
-
-class ClaimTimeout(Exception):
-    """Not enough complete, free slices appeared before the deadline."""
-
-
-class HostSetupError(Exception):
-    """The host actors could not start because the user's runtime env failed to build.
-
-    Attributes:
-        placement: Where the gang would have run (slice, worker, node id, IP per host).
-    """
-
-    def __init__(self, message: str, placement: list[dict[str, Any]]) -> None:
-        super().__init__(message)
-        self.placement = placement
-
-
-def _available_per_node() -> dict[str, dict[str, float]] | None:
-    """Free resources of every live node (``None`` if Ray cannot say)."""
-    try:
-        from ray._private import state as ray_state  # a DeveloperAPI, stable since Ray 2.0
-
-        return ray_state.available_resources_per_node()
-    except Exception:
-        return None
-
-
-def _node_start_times() -> dict[str, int]:
-    """When GCS registered each node (ms since the epoch), by hex id; empty if Ray cannot say.
-
-    ``ray.nodes()`` does not carry it; the GCS client does (a private API, read only here).
-    """
-    try:
-        from ray._private.worker import global_worker
-
-        gcs: Any = getattr(global_worker, "gcs_client")  # noqa: B009 (untyped in Ray)
-        infos = gcs.get_all_node_info()
-        return {node_id.hex(): int(info.start_time_ms) for node_id, info in infos.items()}
-    except Exception:
-        return {}
-
-
-def discover_slices(topology: TpuTopology) -> dict[str, SliceView]:
-    """Live slices of ``topology``'s type, from the nodes' labels.
-
-    A preempted VM that comes back is a new Ray node with the same slice name and worker id,
-    and GCS may list the old node as alive for a while yet (until its health checks fail).
-    A worker id can be one VM only, so when two live nodes claim it, the one GCS registered
-    last is the VM and the other is ignored, its resources too (they stay held by the host
-    actor that died with it). If Ray cannot say which came last, the slice counts as in use
-    until GCS has declared the old node dead.
-    """
-    available = _available_per_node() or {}
-    head_key = f"TPU-{topology.name}-head"
-    claims: dict[tuple[str, int], list[dict[str, Any]]] = {}
+def _slices(topology: TpuTopology) -> dict[str, dict[int, list[dict[str, Any]]]]:
+    """The live nodes of every slice of ``topology``'s type: slice -> worker id -> nodes."""
+    found: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
         labels = node.get("Labels") or {}
-        name = labels.get(_SLICE_LABEL)
-        pod_type = labels.get(_POD_TYPE_LABEL)
-        worker = labels.get(_WORKER_LABEL)
-        if not name or not pod_type or worker is None:
+        name, pod_type = labels.get(_SLICE_LABEL), labels.get(_POD_TYPE_LABEL)
+        if not node.get("Alive") or not name or not pod_type:
             continue
         try:
             if canonical_tpu_name(pod_type) != topology.name:
                 continue
-            worker_id = int(worker)
+            worker = int(labels.get(_WORKER_LABEL, ""))
         except ValueError:
             continue
-        claims.setdefault((name, worker_id), []).append(node)
-    started = _node_start_times() if any(len(c) > 1 for c in claims.values()) else {}
-    slices: dict[str, SliceView] = {}
-    for (name, worker_id), nodes in sorted(claims.items()):
-        view = slices.setdefault(name, SliceView(name, topology.name))
-        ids = [node["NodeID"] for node in nodes]
-        if len(nodes) > 1 and not all(i in started for i in ids):
-            view.free = False  # which node is the VM now is unknown until GCS settles it
-        node = max(nodes, key=lambda n: started.get(n["NodeID"], 0))
-        view.hosts[worker_id] = {"node_id": node["NodeID"], "ip": node.get("NodeManagerAddress")}
-        node_free = available.get(node["NodeID"])
-        if node_free is not None:
-            if node_free.get(name, 0) < 1:
-                view.free = False
-            if worker_id == 0 and node_free.get(head_key, 0) < 1:
-                view.free = False
-    return slices
+        found.setdefault(name, {}).setdefault(worker, []).append(node)
+    return found
 
 
-def describe_slices(topology: TpuTopology, slices: dict[str, SliceView]) -> str:
-    """Human summary of what the cluster has, for scheduling errors."""
+def describe_slices(topology: TpuTopology) -> str:
+    """What the cluster has of a TPU type, for pending reasons and scheduling errors."""
+    slices = _slices(topology)
     if not slices:
         return f"the cluster has no {topology.name} slice (no live node labelled as one)"
-    parts = []
-    for view in sorted(slices.values(), key=lambda v: v.name):
-        state = "complete" if view.complete(topology.vm_count) else "incomplete"
-        busy = "free" if view.free else "in use"
-        parts.append(
-            f"{view.name} ({len(view.hosts)}/{topology.vm_count} VMs alive, {state}, {busy})"
-        )
-    complete = sum(v.complete(topology.vm_count) for v in slices.values())
+    vms = topology.vm_count
+    parts = [
+        f"{name} ({len(hosts)}/{vms} VMs alive, "
+        f"{'complete' if sorted(hosts) == list(range(vms)) else 'incomplete'})"
+        for name, hosts in sorted(slices.items())
+    ]
+    complete = sum(sorted(hosts) == list(range(vms)) for hosts in slices.values())
     return f"the cluster has {complete} complete {topology.name} slice(s): " + ", ".join(parts)
 
 
-def claim_gang(
-    topology: TpuTopology,
-    allowed: tuple[int, ...],
-    *,
-    deadline: float | None,
-    host: HostOptions,
-    should_stop: Any,
-    claim_window_s: float = 60.0,
-) -> Gang:
-    """Claims the largest allowed number of complete, free slices.
+class Attempt:
+    """One attempt of a gang job; its methods run on the client's event thread (Ray's
+    callbacks are handed there) unless said otherwise."""
 
-    Waits (polling the cluster) until enough appear; a slice whose hosts do not all come up
-    within ``claim_window_s`` is skipped on the next try.
+    def __init__(self, gang: GangJob, job: JobRecord, number: int) -> None:
+        self.gang = gang
+        self.job = job
+        self.number = number
+        self.token = secrets.token_hex(8)
+        self.state = "claiming"  # then "running", then "ended"
+        self.want = 0
+        self.groups: list[PlacementGroup] = []
+        self.ready: list[tuple[PlacementGroup, str, list[dict[str, Any]]]] = []  # complete
+        self.held: list[tuple[PlacementGroup, str]] = []  # incomplete slices held meanwhile
+        self.hosts: list[tuple[str, int, str, Any]] = []  # slice, worker, node id, actor
+        self.results: dict[int, Any] = {}
 
-    Raises:
-        ClaimTimeout: ``deadline`` (monotonic) passed first; the message says what exists.
-        ClaimStopped: The job was asked to stop meanwhile.
-        HostSetupError: The user's runtime env could not be built on a host.
-    """
-    skipped: set[str] = set()
-    while True:
-        if should_stop():
-            raise ClaimStopped
-        slices = discover_slices(topology)
-        usable = sorted(
-            v.name
-            for v in slices.values()
-            if v.complete(topology.vm_count) and v.free and v.name not in skipped
-        )
-        fits = [n for n in allowed if n <= len(usable)]
-        if fits:
-            count = max(fits)
-            chosen = [slices[name] for name in usable[:count]]
-            gang, bad = _start_hosts(topology, chosen, host, deadline, claim_window_s)
-            if gang is not None:
-                return gang
-            skipped.update(bad)
+    # -- claiming ----------------------------------------------------------------------------
+
+    def claim(self) -> None:
+        """Asks Ray for the slices: the largest allowed count the free slices allow now,
+        else the smallest (it waits for them). Runs in the engine's caller."""
+        spec = self.gang.spec
+        head = f"TPU-{spec.topology.name}-head"
+        free = int(ray.available_resources().get(head, 0))
+        fits = [n for n in spec.allowed if n <= free]
+        self.want = max(fits) if fits else min(spec.allowed)
+        for _ in range(self.want):
+            self._new_group()
+
+    def _new_group(self) -> None:
+        head = f"TPU-{self.gang.spec.topology.name}-head"
+        group = placement_group([{head: 1}])
+        self.groups.append(group)
+        self._when_done(group.ready(), self._group_ready, group)
+
+    def _group_ready(self, group: PlacementGroup, future: Any) -> None:
+        if self.state != "claiming":
+            return
+        try:
+            future.result()
+            node_id = placement_group_table(group)["bundles_to_node_id"][0]
+        except Exception:  # removed, or its table is gone: the attempt's end handles it
+            return
+        node = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
+        name = (node.get("Labels") or {}).get(_SLICE_LABEL, "")
+        if not self._take(group, name):
+            self.held.append((group, name))
+            self._new_group()  # held meanwhile, so this one lands on another slice
+            self.later(_RECHECK_S, self._recheck)
+
+    def _take(self, group: PlacementGroup, name: str) -> bool:
+        """Takes slice ``name`` (held by ``group``) if every one of its hosts is alive;
+        launches once enough are."""
+        hosts = self._hosts_of(name)
+        if hosts is None:
+            return False
+        self.ready.append((group, name, hosts))
+        if len(self.ready) == self.want:
+            self._launch()
+        return True
+
+    def _hosts_of(self, name: str) -> list[dict[str, Any]] | None:
+        """The node of each worker of slice ``name``, or ``None`` while one has none alive
+        that this job has not lost a host on in the last minute."""
+        workers = _slices(self.gang.spec.topology).get(name, {})
         now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            wanted = (
-                str(allowed[0]) if len(allowed) == 1 else "one of " + "/".join(map(str, allowed))
-            )
-            raise ClaimTimeout(
-                f"asked for {wanted} slice(s) of {topology.name} ({topology.vm_count} VM(s) x "
-                f"{topology.chips_per_vm} chips each, resource TPU-{topology.name}-head per "
-                f"slice); {describe_slices(topology, discover_slices(topology))}"
-            )
-        time.sleep(_CLAIM_POLL_S if not skipped else 1.0)
-        if len(skipped) and not fits:
-            skipped.clear()  # give slices that were slow to come up another chance
+        lost = {node for node, when in self.gang.lost_nodes.items() if now - when < _LOST_S}
+        hosts = []
+        for worker in range(self.gang.spec.topology.vm_count):
+            fresh = [n for n in workers.get(worker, []) if n["NodeID"] not in lost]
+            if not fresh:
+                return None
+            hosts.append(fresh[-1])
+        return hosts
 
+    def _recheck(self) -> None:
+        for entry in list(self.held):
+            if self.state != "claiming" or len(self.ready) >= self.want:
+                return
+            self.held.remove(entry)
+            if not self._take(*entry):
+                self.held.append(entry)
+        if self.state == "claiming" and self.held:
+            self.later(_RECHECK_S, self._recheck)
 
-class ClaimStopped(Exception):
-    """The job was asked to stop while waiting for slices."""
+    # -- running -----------------------------------------------------------------------------
 
-
-def _start_hosts(
-    topology: TpuTopology,
-    chosen: list[SliceView],
-    host: HostOptions,
-    deadline: float | None,
-    claim_window_s: float,
-) -> tuple[Gang | None, set[str]]:
-    head_key = f"TPU-{topology.name}-head"
-    token = secrets.token_hex(8)
-    hosts: list[list[Any]] = []
-    for view in chosen:
-        row = []
-        for worker in range(topology.vm_count):
-            resources = dict(host.resources)
-            resources[view.name] = 1.0
-            if worker == 0:
-                resources[head_key] = 1.0
-            node_id = view.hosts[worker]["node_id"]
+    def _launch(self) -> None:
+        """Every slice is claimed: the attempt is placed; one host actor per VM runs it."""
+        self.ready.sort(key=lambda claimed: claimed[1])  # slice ids follow the slices' names
+        used = [group for group, _name, _hosts in self.ready]
+        for group in self.groups:  # slices held meanwhile, or claimed after enough were
+            if group not in used:
+                with contextlib.suppress(Exception):
+                    remove_placement_group(group)
+        self.groups, self.held = used, []
+        if not self.job.placed():  # stopped meanwhile
+            return
+        self.state = "running"
+        spec, gang = self.gang.spec, self.gang
+        vms = spec.topology.vm_count
+        placement = [
+            {
+                "slice": name,
+                "worker": w,
+                "node_id": node["NodeID"],
+                "ip": node["NodeManagerAddress"],
+            }
+            for _group, name, hosts in self.ready
+            for w, node in enumerate(hosts)
+        ]
+        with gang.cond:  # wakes wait_for_attempt
+            gang.placement = placement
+            gang.cond.notify_all()
+        names = ", ".join(name for _group, name, _hosts in self.ready)
+        self.job.log.write(f"[fray-tpu] attempt {self.job.attempts} on {names}\n")
+        coordinator, total = placement[0]["ip"], len(placement)
+        resources = {"TPU": float(spec.topology.chips_per_vm), **spec.resources}
+        for index, where in enumerate(placement):
             options: dict[str, Any] = {
-                "num_cpus": host.num_cpus,
+                "num_cpus": spec.num_cpus,
                 "num_gpus": 0,
                 "resources": resources,
-                "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
-                "runtime_env": host.runtime_env or None,
+                "scheduling_strategy": NodeAffinitySchedulingStrategy(where["node_id"], soft=False),
+                "runtime_env": spec.runtime_env or None,
             }
-            if host.memory:
-                options["memory"] = host.memory
-            row.append(
-                TpuHost.options(**options).remote(
-                    view.name, worker, host.settings, host.state, token, host.health_interval_s
-                )
+            if spec.memory:
+                options["memory"] = spec.memory
+            actor: Any = TpuHost.options(**options).remote(
+                where["slice"], where["worker"], spec.settings, gang.hub, self.token, spec.health_s
             )
-        hosts.append(row)
-    if host.runtime_env:
-        window = max(claim_window_s, _RUNTIME_ENV_SETUP_WINDOW_S)
-    else:
-        window = claim_window_s
-        if deadline is not None:
-            window = max(min(window, deadline - time.monotonic()), 1.0)
-    refs = [[actor.info.remote() for actor in row] for row in hosts]
-    flat = [ref for row in refs for ref in row]
-    ready, _ = ray.wait(flat, num_returns=len(flat), timeout=window)
-    ready_set = set(ready)
-    bad: set[str] = set()
-    setup_error: str | None = None
-    infos: list[list[dict[str, Any]]] = []
-    held: list[tuple[str, str]] = []  # what the hosts that came up hold, for teardown
-    for view, row in zip(chosen, refs, strict=True):
-        row_infos = []
-        for worker, ref in enumerate(row):
-            if ref not in ready_set:
-                bad.add(view.name)
-                continue
+            env = {**spec.env_vars, **multislice_env(coordinator, len(self.ready), index // vms)}
+            env.update(
+                FRAY_JOB_ID=self.job.job_id, FRAY_TASK_INDEX=str(index), FRAY_NUM_TASKS=str(total)
+            )
+            label = f"{spec.name}-{where['slice']}-w{where['worker']}"
+            ref = actor.run.remote(spec.payload, env=env, label=label)
+            self.hosts.append((where["slice"], where["worker"], where["node_id"], actor))
+            self._when_done(ref, self._host_done, index)
+        self._when_done(gang.hub.wait_preempted.remote(self.token), self._preempted)
+
+    def run(self, fn: Callable[..., None], *args: Any) -> None:
+        """Runs ``fn(*args)`` (on the event thread); a bug there ends the attempt as failed
+        instead of leaving it waiting."""
+        try:
+            fn(*args)
+        except Exception as exc:
+            logger.exception("the TPU gang of %s failed", self.job.job_id)
+            self.end(Outcome.failed(exc, f"internal error in fray_tpu's gang: {exc!r}"))
+
+    def _when_done(self, ref: Any, then: Callable[..., None], *args: Any) -> None:
+        soon = self.gang.client._call_soon
+        ref.future().add_done_callback(lambda future: soon(self.run, then, *args, future))
+
+    def later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        """Runs ``fn(*args)`` on the event thread in ``delay`` seconds."""
+        client = self.gang.client
+        client._call_later(delay, client._call_soon, self.run, fn, *args)
+
+    def _host_done(self, index: int, future: Any) -> None:
+        if self.state != "running":
+            return
+        slice_name, worker, node_id, actor = self.hosts[index]
+        try:
+            self.results[index] = future.result()
+        except Exception as exc:
+            reading = read_ray_error(exc)
+            error = f"host {slice_name}/{worker}: {reading.error}"
+            if reading.kind == "preemption":
+                if _node_lost(exc):
+                    self.gang.lost_nodes[node_id] = time.monotonic()
+                self.end(Outcome.preempted(error))
+                return
+            cause = reading.cause
+            code = cause.code if isinstance(cause, CommandFailedError | ExitCalledError) else None
+            failed = Outcome.failed(cause, error, code if isinstance(code, int) else None)
+            if cause is None:  # Ray's own (a runtime env that cannot be built): no VM to ask
+                self.end(failed)
+            else:
+                self._ask_health(actor, f"host {slice_name}/{worker}", failed)
+            return
+        if len(self.results) == len(self.hosts):
+            self.end(Outcome.succeeded([self.results[i] for i in range(len(self.hosts))]))
+
+    def _ask_health(self, actor: Any, where: str, failed: Outcome) -> None:
+        """A failure on a VM that is being preempted is a preemption: asks the host (its
+        ``run`` is over), then what the other hosts told the hub, and counts a failure if
+        neither says so in time."""
+        answered = threading.Event()
+
+        def preempted(reason: str) -> None:
+            self.end(Outcome.preempted(f"{failed.error} ({reason}: the VM is being preempted)"))
+
+        def from_hub(future: Any | None) -> None:
+            if answered.is_set():
+                return
+            answered.set()
             try:
-                info = rget(ref)
-            except rx.RuntimeEnvSetupError as err:
-                setup_error = setup_error or str(err)
-                bad.add(view.name)
-                continue
+                reported = future is not None and future.result()
             except Exception:
-                bad.add(view.name)
-                continue
-            row_infos.append(info)
-            held.append((info["node_id"], view.name))
-            if worker == 0:
-                held.append((info["node_id"], head_key))
-        infos.append(row_infos)
-    gang = Gang([v.name for v in chosen], hosts, infos, token, held)
-    if setup_error is not None:
-        gang.teardown()
-        placement = [
-            {"slice": view.name, "worker": w, "node_id": node["node_id"], "ip": node["ip"]}
-            for view in chosen
-            for w, node in sorted(view.hosts.items())
-        ]
-        raise HostSetupError(f"runtime environment setup failed: {setup_error}", placement)
-    if bad:
-        gang.teardown(release_timeout=5.0)
-        return None, bad
-    return gang, set()
+                reported = None
+            if reported:
+                preempted(reported)
+            else:
+                self.end(failed)
+
+        def from_host(future: Any) -> None:
+            try:
+                says = bool(future.result().get("preempted"))
+            except Exception:  # gone meanwhile: a lost VM
+                says = True
+            if says:
+                answered.set()
+                preempted(where)
+            else:
+                self._when_done(self.gang.hub.peek.remote(self.token), from_hub)
+
+        self._when_done(actor.health.remote(), from_host)
+        self.later(_HEALTH_WAIT_S, from_hub, None)
+
+    def _preempted(self, future: Any) -> None:
+        try:
+            where = future.result()
+        except Exception:  # the hub is gone: the job is ending
+            return
+        if where and self.state == "running":
+            self.end(Outcome.preempted(f"{where}: the GCE metadata server says it is preempted"))
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def end(self, outcome: Outcome) -> None:
+        """Tears the gang down and reports ``outcome`` (once), with its hosts' last lines."""
+        if self.state == "ended":
+            return
+        ran = self.state == "running"
+        self.teardown()
+        if ran:
+            self.gang.read_lines(self.job)
+        self.job.report(outcome)
+
+    def teardown(self) -> None:
+        """Kills every host actor (and the user's code in it) and lets the slices go."""
+        self.state = "ended"
+        for _slice, _worker, _node, actor in self.hosts:
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+        for group in self.groups:
+            with contextlib.suppress(Exception):
+                remove_placement_group(group)
+        with contextlib.suppress(Exception):
+            self.gang.hub.release.remote(self.token)
+
+    def waiting_for(self) -> str | None:
+        """While slices are being claimed: what it asked for and what the cluster has."""
+        if self.state != "claiming":
+            return None
+        topology = self.gang.spec.topology
+        return (
+            f"asked for {self.want} slice(s) of {topology.name} ({topology.vm_count} VM(s) x "
+            f"{topology.chips_per_vm} chips each, resource TPU-{topology.name}-head per slice; "
+            f"{len(self.ready)} claimed so far); {describe_slices(topology)}"
+        )

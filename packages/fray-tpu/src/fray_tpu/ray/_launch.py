@@ -1,252 +1,153 @@
 # pyright: standard
-"""Starting TPU gang jobs: ``submit_tpu_job`` (the RayClient route) and ``launch_on_pod``.
-
-Both turn what they are given into the same three things: a :class:`GangSpec` for the
-supervisor (what every host runs, with which env and resources), the job as a
-:class:`~fray.JobRequest` (its name, size and budgets, for the job's records), and then the
-job's state actor, its supervisor task and the handle over them.
-"""
+"""Starting TPU gang jobs without a RayClient: ``run_on_pod`` and friends (the predecessor's
+call shapes), ``launch_on_pod`` and ``submit_tpu_job``, on a small client of the engine that
+runs nothing but gangs (one per process)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
-import secrets
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import cloudpickle
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from fray import Entrypoint, JobRequest, ResourceConfig, TpuConfig
+from fray import Entrypoint, JobRequest, ResourceConfig
 from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
 from fray.topology import get_tpu_topology
 from fray_tpu import environment_variables as ev
-from fray_tpu._multislice import DEFAULT_MEGASCALE_PORT
-from fray_tpu.ray._handle import TpuJobHandle, TpuJobRecord
-from fray_tpu.ray._host import HostPayload
-from fray_tpu.ray._state import JobState
-from fray_tpu.ray._supervisor import GangSpec, supervise
-from fray_tpu.ray.runtime_env import environment_runtime_env
+from fray_tpu.ray._adapter import unwrap_remote_function
+from fray_tpu.ray.gang import GangJob, JobDataClient, TpuJobHandle, prepare_gang
 
-__all__ = ["launch_on_pod", "submit_tpu_job"]
+__all__ = [
+    "GangClient",
+    "launch_on_pod",
+    "run_on_pod",
+    "run_on_pod_multislice",
+    "run_on_pod_multislice_resumable",
+    "run_on_pod_resumable",
+    "submit_tpu_job",
+]
 
 _DEFAULT_SCHEDULING_TIMEOUT_S = 600.0
 _DEFAULT_HEALTH_INTERVAL_S = 2.0
-_RAY = capabilities_of("ray")  # what Ray refuses, for every Ray job
 
-# What a job runs travels to its hosts only (in the GangSpec); the state actor's record of
-# the job needs its name, size and budgets, so it gets the request with this in its place.
-_RUN_ON_THE_HOSTS = Entrypoint.from_command("fray-tpu-gang")
+# What launch_on_pod / submit_tpu_job hand to the client's hooks for the request they
+# submit: the gang they built and the job id, if one was given.
+_handed: contextvars.ContextVar[tuple[GangJob | None, str | None]] = contextvars.ContextVar(
+    "fray_tpu_handed", default=(None, None)
+)
 
 
-def _env_float(name: str, default: float) -> float:
-    text = os.environ.get(name)
-    if not text:
-        return default
+class GangClient(JobDataClient):
+    """Runs TPU gang jobs (and nothing else) on the Ray this process is connected to."""
+
+    scheme = "tpu-gang"
+    capabilities = capabilities_of("ray")  # what Ray refuses, for every Ray job
+    handle_type = TpuJobHandle
+
+    def _prepare(self, request: JobRequest) -> GangJob:
+        gang = _handed.get()[0]
+        return gang if gang is not None else prepare_gang(request, self, health_s=_health_s(None))
+
+    def _job_id(self, name: str, parent_id: str | None) -> str:
+        return _handed.get()[1] or super()._job_id(name, parent_id)
+
+
+_client: list[GangClient] = []
+_client_lock = threading.Lock()
+
+
+def _gang_client() -> GangClient:
+    with _client_lock:
+        if not _client or _client[0].is_shutdown:
+            _client[:] = [GangClient()]
+        return _client[0]
+
+
+def _submit(request: JobRequest, gang: GangJob | None, job_id: str | None) -> TpuJobHandle:
+    if not ray.is_initialized():
+        ray.init()
+    token = _handed.set((gang, job_id))
     try:
-        value = float(text)
-    except ValueError:
-        raise InvalidRequestError.for_field(name, text, "must be a number of seconds") from None
-    if value <= 0:
-        raise InvalidRequestError.for_field(name, text, "must be a positive number of seconds")
-    return value
+        return _gang_client().submit(request)
+    finally:
+        _handed.reset(token)
 
 
-# -- building the spec ----------------------------------------------------------------------
+def _seconds(name: str, value: Any, default: float) -> float:
+    """``value``, else ``$name``, else ``default``: a positive number of seconds."""
+    if value is None:
+        value = os.environ.get(name) or default
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InvalidRequestError.for_field(name, value, "must be a positive number of seconds")
+    return float(value)
 
 
-def _unwrap_remote_function(fn: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """A plain callable for a ``@ray.remote`` function, plus the options it carried."""
-    from ray.remote_function import RemoteFunction
+def _health_s(value: float | None) -> float:
+    return _seconds(ev.FRAY_TPU_HEALTH_INTERVAL_S, value, _DEFAULT_HEALTH_INTERVAL_S)
 
-    if isinstance(fn, RemoteFunction):
-        options = dict(getattr(fn, "_default_options", {}) or {})
-        return fn._function, options
-    return fn, {}
+
+def submit_tpu_job(
+    request: JobRequest,
+    *,
+    job_id: str | None = None,
+    scheduling_timeout: float | None = None,
+    health_interval: float | None = None,
+) -> TpuJobHandle:
+    """Starts a TPU gang job for ``request`` on the Ray cluster this process is connected to.
+
+    One replica runs per VM of each slice (``request.replicas`` = slices x VMs); see
+    :func:`fray_tpu.ray.gang.prepare_gang` for its env and runtime env. What Ray's
+    capability table (``fray.backend.capabilities_of("ray")``) refuses is refused here too.
+    Budgets: ``max_retries_preemption`` and ``max_retries_failure`` (N retries = N+1
+    attempts).
+
+    Args:
+        request: A job whose ``resources.device`` is a ``TpuConfig``.
+        job_id: The job's id (default: made from its name).
+        scheduling_timeout: Seconds to wait for the slices (default
+            ``request.scheduling_timeout``, else ``$FRAY_TPU_SCHEDULING_TIMEOUT_S`` or 600).
+        health_interval: Seconds between the hosts' looks at the metadata server.
+
+    Raises:
+        InvalidRequestError: The request is not a TPU request, or an argument is bad.
+    """
+    timeout = _seconds(
+        ev.FRAY_TPU_SCHEDULING_TIMEOUT_S,
+        scheduling_timeout if scheduling_timeout is not None else request.scheduling_timeout,
+        _DEFAULT_SCHEDULING_TIMEOUT_S,
+    )
+    gang = prepare_gang(request, _gang_client(), health_s=_health_s(health_interval))
+    return _submit(request.model_copy(update={"scheduling_timeout": timeout}), gang, job_id)
 
 
 def _allowed_slices(num_slices: int | Sequence[int]) -> tuple[int, ...]:
+    bad = "must be a positive int or a non-empty list of them"
     if isinstance(num_slices, bool):
-        raise InvalidRequestError.for_field(
-            "num_slices", num_slices, "must be a positive int or a non-empty list of them"
-        )
+        raise InvalidRequestError.for_field("num_slices", num_slices, bad)
     if isinstance(num_slices, int):
-        values = (num_slices,)
+        values: tuple[Any, ...] = (num_slices,)
     else:
         try:
             values = tuple(num_slices)
         except TypeError:
-            raise InvalidRequestError.for_field(
-                "num_slices", num_slices, "must be a positive int or a non-empty list of them"
-            ) from None
+            raise InvalidRequestError.for_field("num_slices", num_slices, bad) from None
     if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-        raise InvalidRequestError.for_field(
-            "num_slices", num_slices, "must be a positive int or a non-empty list of them"
-        )
+        raise InvalidRequestError.for_field("num_slices", num_slices, bad)
     return tuple(sorted(set(values)))
-
-
-def _check_budget(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidRequestError.for_field(name, value, "must be an int >= 0")
-    return value
 
 
 def _job_name(text: str) -> str:
     """``text`` as a job name (letters, digits, ``-``, ``_``, ``.``): ``<lambda>`` → ``lambda``."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.")[:100]
     return name or "tpu-job"
-
-
-def _start(
-    request: JobRequest,
-    *,
-    job_id: str,
-    tpu_type: str,
-    allowed: tuple[int, ...],
-    payload: HostPayload,
-    env_vars: Mapping[str, str],
-    runtime_env: Mapping[str, Any],
-    num_cpus: float,
-    memory: int | None,
-    resources: Mapping[str, float],
-    scheduling_timeout: float | None,
-    health_interval: float | None,
-    supervisor_options: Mapping[str, Any] | None,
-) -> TpuJobHandle:
-    topology = get_tpu_topology(tpu_type)
-    if scheduling_timeout is None:
-        scheduling_timeout = _env_float(
-            ev.FRAY_TPU_SCHEDULING_TIMEOUT_S, _DEFAULT_SCHEDULING_TIMEOUT_S
-        )
-    elif scheduling_timeout <= 0:
-        raise InvalidRequestError.for_field(
-            "scheduling_timeout", scheduling_timeout, "must be a positive number of seconds"
-        )
-    try:
-        payload_bytes = cloudpickle.dumps(payload)
-    except Exception as err:
-        raise InvalidRequestError.for_field(
-            "entrypoint",
-            payload.fn if payload.fn is not None else payload.command,
-            f"must be picklable to run on the TPU hosts: {type(err).__name__}: {err}",
-        ) from err
-    if not ray.is_initialized():
-        ray.init()
-    spec = GangSpec(
-        job_id=job_id,
-        tpu_type=topology.name,
-        allowed_slices=allowed,
-        payload=payload_bytes,
-        payload_name=payload.name,
-        env_vars=dict(env_vars),
-        runtime_env=dict(runtime_env),
-        num_cpus=num_cpus,
-        memory=memory,
-        resources=dict(resources),
-        scheduling_timeout_s=scheduling_timeout,
-        attempt_timeout_s=request.timeout,
-        health_interval_s=health_interval
-        or _env_float(ev.FRAY_TPU_HEALTH_INTERVAL_S, _DEFAULT_HEALTH_INTERVAL_S),
-        megascale_port=DEFAULT_MEGASCALE_PORT,
-    )
-    record = TpuJobRecord(job_id, request)
-    # The job's state lives on the driver's node, which is alive as long as the driver is (it
-    # needs no resources). Pinned hard: a soft pin lets Ray place it on any node, a TPU host
-    # included, and then losing that host would lose the job's state with it.
-    here = ray.get_runtime_context().get_node_id()
-    state = JobState.options(
-        name=f"fray-tpu-state:{job_id}",
-        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-    ).remote(
-        job_id, request.model_copy(update={"entrypoint": _RUN_ON_THE_HOSTS, "environment": None})
-    )
-    options: dict[str, Any] = {
-        "num_cpus": 0,
-        "max_retries": -1,
-        "retry_exceptions": False,
-        "name": f"fray-tpu-supervisor:{job_id}",
-    }
-    options.update(supervisor_options or {})
-    ref = ray.remote(supervise).options(**options).remote(spec, state)
-    return TpuJobHandle(record, state, ref)
-
-
-def submit_tpu_job(
-    request: JobRequest,
-    *,
-    job_id: str,
-    scheduling_timeout: float | None = None,
-    health_interval: float | None = None,
-    supervisor_options: Mapping[str, Any] | None = None,
-) -> TpuJobHandle:
-    """Starts a TPU gang job for ``request`` on the Ray cluster this process is connected to.
-
-    One replica runs per VM of each slice (``request.replicas`` = slices x VMs). The callable
-    runs on every host (a command runs as a subprocess on every host). Env: the device
-    defaults, then ``environment.env_vars``, plus ``MEGASCALE_*`` for multislice and
-    ``FRAY_JOB_ID``/``FRAY_TASK_INDEX``/``FRAY_NUM_TASKS``. ``pip_packages``,
-    ``workspace`` and ``docker_image`` become Ray's ``pip``, ``working_dir`` and
-    ``image_uri`` runtime env, as for every Ray job; what Ray's capability table
-    (``fray.backend.capabilities_of("ray")``: extras, disk, regions, ...) refuses is
-    refused here too. Budgets: ``max_retries_preemption`` and
-    ``max_retries_failure`` (N retries = N+1 attempts).
-
-    Args:
-        request: A job whose ``resources.device`` is a ``TpuConfig``.
-        job_id: The id the client gave the job.
-        scheduling_timeout: Seconds to wait for the slices (default
-            ``request.scheduling_timeout``, else ``$FRAY_TPU_SCHEDULING_TIMEOUT_S`` or 600).
-        health_interval: Seconds between health checks of the running gang.
-        supervisor_options: Extra Ray ``.options()`` for the supervisor task.
-
-    Raises:
-        InvalidRequestError: The request is not a TPU request.
-    """
-    device = request.resources.device
-    if not isinstance(device, TpuConfig):
-        raise InvalidRequestError.for_field(
-            "JobRequest.resources.device", device, "submit_tpu_job needs a TpuConfig device"
-        )
-    _RAY.check(request)
-    entry = request.entrypoint
-    vms = device.vm_count()
-    slices = request.replica_count // vms
-    runtime_env: dict[str, Any] = {}
-    extra_resources: dict[str, float] = {}
-    num_cpus = float(request.resources.cpu)
-    memory = request.resources.ram_bytes or None
-    env = dict(device.default_env_vars())
-    if entry.callable is not None:
-        fn, remote_options = _unwrap_remote_function(entry.callable)
-        runtime_env.update(remote_options.get("runtime_env") or {})
-        env.update(runtime_env.pop("env_vars", None) or {})
-        payload = HostPayload(fn=fn, args=entry.args, kwargs=dict(entry.kwargs), name=request.name)
-    else:
-        assert entry.command is not None
-        payload = HostPayload(fn=None, command=entry.command, name=request.name)
-    env.update(request.env_vars)  # device defaults, overridden by the request's own
-    runtime_env.update(environment_runtime_env(request.environment))
-    return _start(
-        request,
-        job_id=job_id,
-        tpu_type=device.variant,
-        allowed=(slices,),
-        payload=payload,
-        env_vars=env,
-        runtime_env=runtime_env,
-        num_cpus=num_cpus,
-        memory=memory,
-        resources=extra_resources,
-        scheduling_timeout=scheduling_timeout
-        if scheduling_timeout is not None
-        else request.scheduling_timeout,
-        health_interval=health_interval,
-        supervisor_options=supervisor_options,
-    )
 
 
 def launch_on_pod(
@@ -263,49 +164,127 @@ def launch_on_pod(
     memory: int | None = None,
     scheduling_timeout: float | None = None,
     health_interval: float | None = None,
-    supervisor_options: Mapping[str, Any] | None = None,
     name: str | None = None,
 ) -> TpuJobHandle:
-    """Like :func:`run_on_pod` but returns a handle at once instead of blocking."""
+    """Like :func:`fray_tpu.ray.run_on_pod` but returns a handle at once instead of blocking."""
     if not callable(fn):
         raise InvalidRequestError.for_field(
             "fn", fn, "must be a callable or a @ray.remote function"
         )
     topology = get_tpu_topology(tpu_type)
     allowed = _allowed_slices(num_slices)
-    _check_budget("max_retries_preemption", max_retries_preemption)
-    _check_budget("max_retries_failure", max_retries_failure)
-    fn, remote_options = _unwrap_remote_function(fn)
-    merged_env: dict[str, Any] = dict(remote_options.get("runtime_env") or {})
-    merged_env.update(runtime_env or {})
-    env_vars = dict(topology.default_env_vars())
-    env_vars.update(merged_env.pop("env_vars", None) or {})
-    resources = {
-        k: float(v) for k, v in (remote_options.get("resources") or {}).items() if k != "TPU"
-    }
-    cpus = num_cpus if num_cpus is not None else float(remote_options.get("num_cpus") or 1)
-    mem = memory if memory is not None else remote_options.get("memory")
+    fn, options = unwrap_remote_function(fn)
+    ray_env: dict[str, Any] = {**(options.get("runtime_env") or {}), **(runtime_env or {})}
+    cpus = num_cpus if num_cpus is not None else float(options.get("num_cpus") or 1)
+    mem = memory if memory is not None else options.get("memory")
     job_name = _job_name(name or getattr(fn, "__name__", "tpu-job"))
-    job_id = f"tpu-{job_name}-{secrets.token_hex(4)}"
     request = JobRequest(
         name=job_name,
         entrypoint=Entrypoint.from_callable(fn, tuple(args), kwargs),
-        resources=ResourceConfig.with_tpu(topology.name, slice_count=max(allowed)),
+        resources=ResourceConfig.with_tpu(
+            topology.name, slice_count=max(allowed), cpu=cpus, ram=str(int(mem or 0))
+        ),
         max_retries_preemption=max_retries_preemption,
         max_retries_failure=max_retries_failure,
+        scheduling_timeout=_seconds(
+            ev.FRAY_TPU_SCHEDULING_TIMEOUT_S, scheduling_timeout, _DEFAULT_SCHEDULING_TIMEOUT_S
+        ),
     )
-    return _start(
+    gang = prepare_gang(
         request,
-        job_id=job_id,
-        tpu_type=topology.name,
+        _gang_client(),
         allowed=allowed,
-        payload=HostPayload(fn=fn, args=tuple(args), kwargs=dict(kwargs or {}), name=job_name),
-        env_vars=env_vars,
-        runtime_env=merged_env,
-        num_cpus=cpus,
-        memory=int(mem) if mem else None,
-        resources=resources,
-        scheduling_timeout=scheduling_timeout,
-        health_interval=health_interval,
-        supervisor_options=supervisor_options,
+        runtime_env=ray_env,
+        health_s=_health_s(health_interval),
+        resources={k: float(v) for k, v in (options.get("resources") or {}).items() if k != "TPU"},
+    )
+    return _submit(request, gang, None)
+
+
+def run_on_pod(
+    fn: Callable[..., Any],
+    tpu_type: str,
+    *,
+    num_slices: int | Sequence[int] = 1,
+    max_retries_preemption: int = 10000,
+    max_retries_failure: int = 10,
+    runtime_env: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> list[Any]:
+    """Runs ``fn()`` on every VM of ``num_slices`` slices of ``tpu_type``; returns the
+    per-host results, slice by slice, then by worker id.
+
+    Args:
+        fn: A callable, or a ``@ray.remote`` function (its ``runtime_env``, ``num_cpus``,
+            ``memory`` and custom resources are used).
+        tpu_type: A TPU type, e.g. ``"v5p-64"``.
+        num_slices: Slices to run on; a list means "the largest of these that the cluster
+            can give" (e.g. ``[2, 4]``).
+        max_retries_preemption: Re-runs after preemptions (N retries = N+1 attempts).
+        max_retries_failure: Re-runs after the function's own failures.
+        runtime_env: Ray runtime env of the host tasks (``env_vars``, ``pip``, ...).
+        **options: ``args``, ``kwargs``, ``num_cpus``, ``memory``, ``scheduling_timeout``,
+            ``health_interval``, ``name`` (see ``launch_on_pod``).
+
+    Raises:
+        TpuJobFailedError: A budget ran out; the first problem is chained as ``__cause__``.
+        TpuSchedulingError: The slices could not be gathered within the scheduling timeout.
+    """
+    handle = launch_on_pod(
+        fn,
+        tpu_type,
+        num_slices=num_slices,
+        max_retries_preemption=max_retries_preemption,
+        max_retries_failure=max_retries_failure,
+        runtime_env=runtime_env,
+        **options,
+    )
+    return handle.host_results()
+
+
+def run_on_pod_resumable(
+    fn: Callable[..., Any],
+    tpu_type: str,
+    *,
+    max_retries_preemption: int = 1_000_000,
+    max_retries_failure: int = 10,
+    **options: Any,
+) -> list[Any]:
+    """:func:`run_on_pod` on one slice, retrying preemptions (almost) without limit."""
+    return run_on_pod_multislice_resumable(
+        fn,
+        tpu_type,
+        options.pop("num_slices", 1),
+        max_retries_preemption=max_retries_preemption,
+        max_retries_failure=max_retries_failure,
+        **options,
+    )
+
+
+def run_on_pod_multislice(
+    fn: Callable[..., Any], tpu_type: str, num_slices: int | Sequence[int], **options: Any
+) -> list[Any]:
+    """:func:`run_on_pod` on ``num_slices`` slices with no retries (both budgets 0)."""
+    options.setdefault("max_retries_preemption", 0)
+    options.setdefault("max_retries_failure", 0)
+    return run_on_pod(fn, tpu_type, num_slices=num_slices, **options)
+
+
+def run_on_pod_multislice_resumable(
+    fn: Callable[..., Any],
+    tpu_type: str,
+    num_slices: int | Sequence[int],
+    *,
+    max_retries_preemption: int = 1_000_000,
+    max_retries_failure: int = 10,
+    **options: Any,
+) -> list[Any]:
+    """:func:`run_on_pod` on ``num_slices`` slices, retrying preemptions (almost) forever."""
+    return run_on_pod(
+        fn,
+        tpu_type,
+        num_slices=num_slices,
+        max_retries_preemption=max_retries_preemption,
+        max_retries_failure=max_retries_failure,
+        **options,
     )
