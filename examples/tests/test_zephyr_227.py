@@ -63,11 +63,16 @@ def _rows(paths: list[Path]) -> list[dict[str, Any]]:
 
 def test_zephyr_227_pipelines(backend: Backend, example: Example, tmp_path: Path) -> None:
     work = tmp_path / "work"
+    # On local, a pool per pipeline, as Marin's code runs them (five teardowns to watch). On
+    # Ray and Iris, where a pool is a coordinator and two workers in processes of their own
+    # (and each shard a subprocess of a worker), one pool serves the five.
+    pool = [] if backend.name == "local" else ["--shared-pool"]
     run = example(
         "zephyr_pipeline.py",
         "--workers",
         "2",
         "--more",
+        *pool,
         "--work-dir",
         str(work),
         spec=backend.spec,
