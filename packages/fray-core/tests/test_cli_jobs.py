@@ -70,6 +70,8 @@ def test_stop_from_another_process(env: dict[str, str]) -> None:
     assert status["status"] == "stopped" and status["stop_signal"] == "SIGTERM"
     again = fray(env, "jobs", "stop", "sleeper")
     assert again.returncode == 0 and "already stopped" in again.stdout
+    refused = fray(env, "jobs", "stop", "sleeper", "--timeout", "-1")  # whatever its state
+    assert refused.returncode == 2 and "argument --timeout: '-1' is not valid" in refused.stderr
 
 
 def test_logs_follow_until_the_job_ends(env: dict[str, str], tmp_path: Path) -> None:

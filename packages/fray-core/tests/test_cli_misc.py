@@ -162,3 +162,49 @@ def test_a_bad_spec_flag_is_blamed_on_the_flag(
     monkeypatch.setenv("FRAY_CLIENT_SPEC", "foo")
     assert main(["jobs", "list"]) == 1
     assert "FRAY_CLIENT_SPEC: 'foo' is not valid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--spec", "local?threads=0", "--", "true"],
+        ["jobs", "list", "--spec", "local?threads=0"],
+    ],
+)
+def test_a_bad_spec_parameter_is_blamed_on_the_flag(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.delenv("FRAY_CLIENT_SPEC", raising=False)
+    assert main(argv) == 2
+    first, hint = capsys.readouterr().err.splitlines()
+    assert first == (
+        f"fray {argv[0]}{' list' if argv[0] == 'jobs' else ''}: error: --spec: "
+        "'local?threads=0' is not valid; threads: must be an integer >= 1"
+    )
+    assert "FRAY_CLIENT_SPEC" not in hint
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["jobs", "stop", "no-such-job", "--timeout", "-1"], "--timeout"),
+        (["jobs", "stop", "no-such-job", "--timeout", "soon"], "--timeout"),
+        (["jobs", "wait", "no-such-job", "--timeout", "nan"], "--timeout"),
+        (["jobs", "list", "--limit", "0"], "--limit"),
+        (["run", "--tpu", "v4-8", "--slices", "0", "--", "true"], "--slices"),
+        (["run", "--max-retries-preemption", "1.5", "--", "true"], "--max-retries-preemption"),
+    ],
+)
+def test_a_bad_flag_value_is_refused_before_anything_else(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    argv: list[str],
+    flag: str,
+) -> None:
+    monkeypatch.setenv("FRAY_STATE_DIR", str(tmp_path / "state"))
+    assert main(argv) == 2
+    error, hint = capsys.readouterr().err.splitlines()
+    assert f"error: argument {flag}: {argv[argv.index(flag) + 1]!r} is not valid" in error
+    assert hint.startswith("hint: see 'fray ")
+    assert not (tmp_path / "state").exists()

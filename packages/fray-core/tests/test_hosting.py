@@ -1,5 +1,6 @@
-"""Hosted actors' server (``fray.backend.host_in_process``): calls from another process,
-the handle's secret, long-running operations across a dropped connection, cancellation."""
+"""Hosted actors' server (``fray.backend.host_in_process``): calls from another process and
+from this one, the handle's secret, calls across a dropped connection, cancellation, and
+what shutting down leaves (nothing pending, no thread, no socket)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
+import psutil
 import pytest
 
-from fray import ActorConfig, HostedActor, current_actor
+from fray import ActorConfig, HostedActor, current_actor, current_client
 from fray.backend import HostedActorHandle
 from fray.backend import _wire as wire
 from fray.backend._hosting import ActorServer, host_in_process
-from fray.errors import ActorError, ActorUnavailableError, JobTimeoutError
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
 
 WAIT = 30.0
 
@@ -27,6 +30,7 @@ class Gate:
         self.count = 0
         self.entered = threading.Event()
         self.released = threading.Event()
+        self.pair = threading.Barrier(2)
 
     def incr(self, by: int = 1) -> int:
         self.count += by
@@ -47,18 +51,38 @@ class Gate:
         assert self.released.wait(WAIT)
         return "released"
 
+    def meet(self) -> int:
+        """Returns once a second call has come in too."""
+        return self.pair.wait(WAIT)
 
-@pytest.fixture
-def hosted() -> Iterator[HostedActor]:
-    actor = host_in_process(
-        None,
+    def client(self) -> object:
+        return current_client()
+
+    def end(self) -> str:
+        ctx = current_actor()
+        assert ctx.shutdown_event is not None
+        ctx.shutdown_event.set()
+        return "ending"
+
+
+def _host(name: str, max_concurrency: int = 1, **kwargs: Any) -> HostedActor:
+    config = ActorConfig(max_concurrency=max_concurrency)
+    kwargs.setdefault("client", None)
+    return host_in_process(
+        kwargs.pop("client"),
         Gate,
         (),
         {},
-        name="gate",
-        actor_config=ActorConfig(max_concurrency=1),
+        name=name,
+        actor_config=config,
         host="127.0.0.1",
+        **kwargs,
     )
+
+
+@pytest.fixture
+def hosted() -> Iterator[HostedActor]:
+    actor = _host("gate")
     yield actor
     actor.shutdown()
 
@@ -77,7 +101,7 @@ def server(hosted: HostedActor, monkeypatch: pytest.MonkeyPatch) -> ActorServer:
 
 
 def _gate(server: ActorServer) -> Gate:
-    return server.target.instance
+    return server.instance
 
 
 def test_a_handle_pickled_into_another_process_calls_the_actor(hosted: HostedActor) -> None:
@@ -113,23 +137,21 @@ def test_submit_survives_a_dropped_connection(hosted: HostedActor, server: Actor
     gate = _gate(server)
     operation = hosted.handle.block.submit()
     assert gate.entered.wait(WAIT)
-    before = server.accepted
-    server.drop_connections()  # the caller's poll breaks mid-call
+    server.drop_connections()  # the caller's wait breaks mid-call
     gate.released.set()
-    assert operation.result(timeout=WAIT) == "released"
-    assert server.accepted > before  # it reconnected to get the outcome
+    assert operation.result(timeout=WAIT) == "released"  # it reconnected to get the outcome
 
 
-def test_a_plain_call_over_a_dropped_connection_says_so(
+def test_a_plain_call_survives_a_dropped_connection_too(
     hosted: HostedActor, server: ActorServer
 ) -> None:
     gate = _gate(server)
     future = hosted.handle.block.remote()
     assert gate.entered.wait(WAIT)
     server.drop_connections()
-    with pytest.raises(ActorUnavailableError, match=r"submit\(\)"):
-        future.result(timeout=WAIT)
     gate.released.set()
+    assert future.result(timeout=WAIT) == "released"
+    assert hosted.handle.value() == 0  # it ran once
 
 
 def test_result_timeout_cancels_the_operation_on_the_server(
@@ -146,7 +168,7 @@ def test_result_timeout_cancels_the_operation_on_the_server(
     gate.released.set()
     assert blocker.result(timeout=WAIT) == "released"
     assert hosted.handle.value() == 0  # the cancelled call never ran
-    assert server.operations() == 0
+    assert not server.operations
 
 
 def test_an_operation_the_server_lost_raises_actor_unavailable(
@@ -155,7 +177,8 @@ def test_an_operation_the_server_lost_raises_actor_unavailable(
     gate = _gate(server)
     operation = hosted.handle.block.submit()
     assert gate.entered.wait(WAIT)
-    server.forget_operations()  # as a restarted server would
+    server.operations.clear()  # as a restarted server would, which drops connections too
+    server.drop_connections()
     with pytest.raises(ActorUnavailableError, match="no longer knows operation"):
         operation.result(timeout=WAIT)
     gate.released.set()
@@ -182,3 +205,86 @@ def test_arguments_that_do_not_pickle_are_refused_before_sending(
     with pytest.raises(TypeError):
         hosted.handle.incr(threading.Lock())
     assert hosted.handle.value() == 0
+
+
+def test_calls_from_this_process_reach_the_instance_itself(hosted: HostedActor) -> None:
+    assert isinstance(hosted.handle.unpicklable(), type(threading.Lock()))  # nothing pickled
+    assert hosted.handle.incr.remote(2).result(timeout=WAIT) == 2
+    assert hosted.handle.incr.submit(3).result(timeout=WAIT) == 5
+
+
+def test_methods_run_with_the_client_and_the_actor_bound() -> None:
+    client = object()
+    with _host("bound", client=client) as actor:
+        assert actor.handle.client() is client
+        assert tuple(actor.handle.who()) == ("bound", 0)
+
+
+def test_max_concurrency_calls_run_side_by_side() -> None:
+    with _host("pair", max_concurrency=2) as actor:
+        first, second = actor.handle.meet.remote(), actor.handle.meet.remote()
+        assert {first.result(timeout=WAIT), second.result(timeout=WAIT)} == {0, 1}
+
+
+def test_a_constructor_that_raises_is_an_actor_error() -> None:
+    class Broken:
+        def __init__(self) -> None:
+            raise ValueError("no")
+
+    with pytest.raises(ActorError, match=r"Broken.__init__ raised ValueError: no") as caught:
+        host_in_process(None, Broken, (), {}, name="broken", actor_config=None, host="127.0.0.1")
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_the_shutdown_event_stops_serving_and_withdraws_the_actor() -> None:
+    announced: list[HostedActorHandle] = []
+    withdrawn = threading.Event()
+
+    def announce(handle: HostedActorHandle) -> Any:
+        announced.append(handle)
+        return withdrawn.set
+
+    with _host("ender", announce=announce) as actor:
+        assert announced == [actor.handle]
+        assert actor.handle.end() == "ending"
+        assert withdrawn.wait(WAIT)
+        with pytest.raises(ActorError):
+            actor.handle.incr(1)
+
+
+@pytest.mark.parametrize("over_tcp", [False, True], ids=["in-process", "over-tcp"])
+def test_shutdown_ends_every_pending_call(over_tcp: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    actor = _host("pending")
+    gate = _server(actor).instance
+    if over_tcp:
+        monkeypatch.delitem(wire.LOCAL_SERVERS, actor.handle.address)
+    running = actor.handle.block.remote()
+    assert gate.entered.wait(WAIT)
+    queued = actor.handle.incr.submit(1)
+    monkeypatch.undo()
+    actor.shutdown()
+    with pytest.raises(ActorDiedError, match="has been shut down"):
+        running.result(timeout=WAIT)
+    with pytest.raises(ActorError):  # died, or unavailable if it came after the shutdown
+        queued.result(timeout=WAIT)
+    gate.released.set()
+    assert gate.count == 0  # the queued call never ran
+
+
+def test_shutdown_leaves_no_thread_or_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    process = psutil.Process()
+    threads, fds = set(threading.enumerate()), process.num_fds()
+    actor = _host("tidy", max_concurrency=2)
+    monkeypatch.delitem(wire.LOCAL_SERVERS, actor.handle.address)  # over TCP, as from elsewhere
+    handle = actor.handle
+    first, second = handle.meet.remote(), handle.meet.submit()  # two connections at once
+    assert {first.result(timeout=WAIT), second.result(timeout=WAIT)} == {0, 1}
+    assert handle.incr(1) == 1
+    monkeypatch.undo()
+    actor.shutdown()
+    for thread in set(threading.enumerate()) - threads:
+        thread.join(WAIT)
+        assert not thread.is_alive(), thread.name
+    with pytest.raises(ActorUnavailableError, match="not serving"):
+        handle.incr(1)  # this process's idle connections to it are found closed, and closed
+    assert process.num_fds() == fds

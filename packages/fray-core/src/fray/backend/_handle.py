@@ -53,14 +53,7 @@ class BaseJobHandle:
                 return True
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
-        """Blocks until the job is finished and returns its status; see
-        ``fray.JobHandle.wait``.
-
-        Raises:
-            JobTimeoutError: ``timeout`` seconds passed first.
-            JobFailedError: It FAILED and ``raise_on_failure`` is set (the user's exception
-                chained as ``__cause__``).
-        """
+        """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
         job = self._job
         if not self._await_end(timeout):
             raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
@@ -69,11 +62,7 @@ class BaseJobHandle:
         return job.status
 
     def result(self, timeout: float | None = None) -> Any:
-        """The callable's return value; see ``fray.JobHandle.result``.
-
-        Raises:
-            JobFailedError: The job did not succeed, or it is a command job.
-        """
+        """The callable's return value; see ``fray.JobHandle.result``."""
         status = self.wait(timeout)
         job = self._job
         if status is not JobStatus.SUCCEEDED:
@@ -105,19 +94,8 @@ class BaseJobHandle:
     def logs(
         self, max_lines: int | None = 0, *, follow: bool = False, include_children: bool = False
     ) -> tuple[str, ...] | Iterator[str]:
-        """The job's output lines: a tuple of those so far, or with ``follow`` an iterator
-        that yields them and then new ones until the job (and its children, if included)
-        has finished.
-
-        Args:
-            max_lines: Only the last ``max_lines`` lines so far (a tail); 0 or ``None``:
-                every line.
-            follow: Keep yielding new lines until the job has finished.
-            include_children: Interleave child jobs' lines, prefixed ``[child-id]``.
-
-        Raises:
-            InvalidRequestError: ``max_lines`` is not a whole number >= 0.
-        """
+        """The job's output lines, a tuple (with ``follow``, an iterator); see
+        ``fray.JobHandle.logs``."""
         if max_lines is not None and (
             isinstance(max_lines, bool) or not isinstance(max_lines, int) or max_lines < 0
         ):

@@ -244,6 +244,13 @@ class Phase(enum.Enum):
     ENDED = "ended"  # the final status is recorded
 
 
+# The record's attributes that a JobInfo shows as they are.
+_INFO_FIELDS = (
+    *("job_id", "name", "status", "attempts", "preemptions", "failures", "error", "exit_code"),
+    *("parent", "replicas", "submitted_at", "started_at", "finished_at"),
+)
+
+
 class JobRecord:
     """One job's bookkeeping: status, attempts, both retry budgets, output, value, children
     and the callbacks to run when it ends.
@@ -566,24 +573,9 @@ class JobRecord:
     def info(self, **update: Any) -> JobInfo:
         """A snapshot of the record (``update`` overrides fields, e.g. a pending reason)."""
         with self.lock:
-            fields: dict[str, Any] = {
-                "job_id": self.job_id,
-                "name": self.name,
-                "status": self.status,
-                "attempts": self.attempts,
-                "preemptions": self.preemptions,
-                "failures": self.failures,
-                "error": self.error,
-                "exit_code": self.exit_code,
-                "parent": self.parent,
-                "children": tuple(child.job_id for child in self.children),
-                "replicas": self.replicas,
-                "submitted_at": self.submitted_at,
-                "started_at": self.started_at,
-                "finished_at": self.finished_at,
-            }
-        fields.update(update)
-        return JobInfo(**fields)
+            fields = {name: getattr(self, name) for name in _INFO_FIELDS}
+            fields["children"] = tuple(child.job_id for child in self.children)
+        return JobInfo(**(fields | update))
 
     def __repr__(self) -> str:
         return f"JobRecord({self.job_id!r}, {self.status.value}, {self.phase.value})"

@@ -5,26 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import pickle
+import secrets
 import socket
 import struct
-import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from fray.errors import JobTimeoutError
 
-__all__ = ["LOCAL_SERVERS", "NONCE_BYTES", "CallFuture", "digest", "recv", "recv_exact", "send"]
+__all__ = ["LOCAL_SERVERS", "CallFuture", "alive", "authenticate", "recv", "send"]
 
 _HEADER = struct.Struct("!Q")
-NONCE_BYTES = 32
-_DOMAIN = b"fray-hosted-actor/1"
+_NONCE = 32  # bytes, as many as a digest has
 
-#: The servers of this process by address (``ActorServer``s, with ``token`` and ``target``).
-#: A handle whose server is here calls the instance directly.
+#: The servers of this process by address (``ActorServer``s, with ``token`` and ``answer``).
+#: A handle whose server is here asks it directly, with no socket and no pickle.
 LOCAL_SERVERS: dict[tuple[str, int], Any] = {}
-LOCAL_SERVERS_LOCK = threading.Lock()
 
 
 def send(sock: socket.socket, obj: Any) -> None:
@@ -32,38 +29,52 @@ def send(sock: socket.socket, obj: Any) -> None:
     import cloudpickle
 
     data = cloudpickle.dumps(obj)
-    if len(data) < 1 << 16:
-        sock.sendall(_HEADER.pack(len(data)) + data)  # one segment for small messages
-    else:
-        sock.sendall(_HEADER.pack(len(data)))
-        sock.sendall(data)
+    sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
+def recv(sock: socket.socket, size: int | None = None) -> bytes:
+    """Reads ``size`` bytes, or (without it) one frame: the bytes of a pickle."""
+    if size is None:
+        size = int(_HEADER.unpack(recv(sock, _HEADER.size))[0])
+    data = b""
+    while len(data) < size:
+        if not (chunk := sock.recv(size - len(data), socket.MSG_WAITALL)):
             raise ConnectionResetError("the connection was closed")
-        got += k
-    return bytes(buf)
+        data += chunk
+    return data
 
 
-def recv_frame(sock: socket.socket) -> bytes:
-    """Reads one frame's bytes (a pickle)."""
-    (size,) = _HEADER.unpack(recv_exact(sock, _HEADER.size))
-    return recv_exact(sock, size)
+def alive(sock: socket.socket) -> bool:
+    """Whether a connection waiting for its peer is open: nothing to read, not even its end."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
 
 
-def recv(sock: socket.socket) -> Any:
-    """Reads one frame and unpickles it."""
-    return pickle.loads(recv_frame(sock))
+def _digest(token: str, side: bytes, nonce: bytes) -> bytes:
+    return hmac.new(token.encode(), b"fray-hosted-actor/2" + side + nonce, hashlib.sha256).digest()
 
 
-def digest(token: str, nonce: bytes) -> bytes:
-    return hmac.new(token.encode(), _DOMAIN + nonce, hashlib.sha256).digest()
+def authenticate(sock: socket.socket, token: str, *, server: bool) -> bool:
+    """Whether the other end of ``sock`` holds ``token``; each side proves it holds it by
+    the HMAC of a nonce the other side chose, before either sends a pickle."""
+    sock.settimeout(10.0)  # for the handshake
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    mine = secrets.token_bytes(_NONCE)
+    if server:
+        sock.sendall(mine)
+        answer, theirs = recv(sock, _NONCE), recv(sock, _NONCE)
+        ok = hmac.compare_digest(answer, _digest(token, b"c", mine))
+        sock.sendall(_digest(token, b"s", theirs) if ok else bytes(_NONCE))
+    else:
+        theirs = recv(sock, _NONCE)
+        sock.sendall(_digest(token, b"c", theirs) + mine)
+        ok = hmac.compare_digest(recv(sock, _NONCE), _digest(token, b"s", mine))
+    sock.settimeout(None)
+    return ok
 
 
 class CallFuture(Future[Any]):

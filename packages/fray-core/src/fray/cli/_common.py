@@ -1,176 +1,173 @@
-"""Shared pieces of the ``fray`` command line: errors, output, progress and client choice."""
+"""What the ``fray`` subcommands share: errors, flag types, the backend choice and output."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import datetime
 import json
+import math
 import os
 import sys
-import time
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
+from fray import current_client
+from fray._types import is_secret_name
+from fray.backend import client_from_spec, parse_client_spec  # imported here only
 from fray.environment_variables import FRAY_CLIENT_SPEC
-from fray.errors import FrayError
-
-__all__ = [
-    "CliError",
-    "Progress",
-    "UsageError",
-    "choose_spec",
-    "format_duration",
-    "format_time",
-    "print_json",
-    "print_table",
-]
-
-
-class UsageError(Exception):
-    """A bad command-line argument: exit code 2, naming the argument and what is allowed."""
-
-    def __init__(self, argument: str, message: str) -> None:
-        super().__init__(f"argument {argument}: {message}")
-        self.argument = argument
+from fray.errors import InvalidRequestError
 
 
 class CliError(Exception):
-    """A failure to report as one line plus an optional hint (exit code 1 by default)."""
+    """A failure reported as one line and a hint. Exit code 2 is a bad argument, whose hint
+    (unless given) points at the command's ``--help``."""
 
     def __init__(self, message: str, *, hint: str | None = None, code: int = 1) -> None:
         super().__init__(message)
-        self.hint = hint
-        self.code = code
+        self.hint, self.code = hint, code
+
+
+def usage(argument: str, message: str) -> CliError:
+    """A bad command-line argument: exit code 2, naming it."""
+    return CliError(f"argument {argument}: {message}", code=2)
+
+
+DEBUG = argparse.ArgumentParser(add_help=False)
+DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="tracebacks")
+_SPEC = argparse.ArgumentParser(add_help=False)
+_SPEC.add_argument("--spec", help="backend: local, ray, ray://host:port, iris://host:port, ...")
+
+
+def add_command(sub: Any, name: str, handler: Any, spec: bool = False, **kw: Any) -> Any:
+    """Adds subcommand ``name`` (with ``--debug``, and ``--spec`` if asked). Without a
+    ``handler`` it is a group: run bare, it prints its help and exits 2."""
+    parser = sub.add_parser(name, parents=[DEBUG, _SPEC] if spec else [DEBUG], **kw)
+    parser.set_defaults(prog=parser.prog, handler=handler, usage=parser)
+    return parser
+
+
+def number(kind: Callable[[str], float], minimum: int) -> Callable[[str], Any]:
+    """A flag type: an ``int`` or ``float`` >= ``minimum`` (and finite)."""
+    what = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not minimum <= value < math.inf:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not valid; must be {what} greater than or equal to {minimum}"
+            )
+        return value
+
+    return parse
 
 
 def choose_spec(explicit: str | None) -> tuple[str | None, str]:
-    """Which backend a command talks to, and why.
-
-    ``--spec`` wins, then ``FRAY_CLIENT_SPEC``; inside an Iris job ``None`` is returned (use
-    ``current_client()``, which keeps the job's own Iris context); otherwise ``local``.
-    """
+    """Which backend to use, and why: ``--spec``, else ``FRAY_CLIENT_SPEC``, else ``None``
+    inside an Iris job (``current_client()`` keeps the job's own cluster), else ``local``."""
     if explicit is not None:
-        if not explicit.strip():
-            raise UsageError("--spec", "must not be empty; e.g. local, ray, iris://host:port")
         return explicit, f"--spec {explicit}"
     env = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
     if env:
         return env, f"{FRAY_CLIENT_SPEC}={env!r}"
     if os.environ.get("IRIS_CONTROLLER_ADDRESS") and os.environ.get("IRIS_TASK_ID"):
-        return None, "inside an Iris job"
-    return "local", "the default (no --spec, no FRAY_CLIENT_SPEC)"
+        return None, "inside an Iris job (IRIS_CONTROLLER_ADDRESS and IRIS_TASK_ID)"
+    return "local", "the default (no spec, no cluster)"
 
 
-def print_json(value: Any, out: TextIO | None = None) -> None:
-    """Writes ``value`` as indented JSON and a newline."""
-    stream = out or sys.stdout
-    stream.write(json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
-    stream.flush()
+def spec_scheme(spec: str) -> str:
+    """The backend a spec names."""
+    return parse_client_spec(spec).scheme
 
 
-def print_table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None
-) -> None:
+def open_client(
+    explicit: str | None, local: Callable[[int | None, str | None], Any] | None = None
+) -> Any:
+    """The client ``--spec`` (or the environment) names; ``local(threads, target)``, if given,
+    makes the local one.
+
+    Raises:
+        CliError: ``--spec`` is not valid (exit 2, naming the flag, not ``FRAY_CLIENT_SPEC``).
+    """
+    spec, _ = choose_spec(explicit)
+    if spec is None:
+        return current_client()
+    try:
+        parsed = parse_client_spec(spec, "--spec" if explicit is not None else FRAY_CLIENT_SPEC)
+        if parsed.scheme != "local" or local is None:
+            return client_from_spec(parsed)
+        parsed.reject_unknown({"threads", "target"}, address=False)
+        return local(parsed.param_int("threads"), parsed.params.get("target"))
+    except InvalidRequestError as err:
+        field = err.field or ""
+        if not field.startswith("--spec"):
+            raise
+        key = field.removeprefix("--spec").lstrip(".")  # a parameter, if one is bad
+        message = f"--spec: {spec!r} is not valid; {key + ': ' if key else ''}{err.allowed}"
+        raise CliError(message, hint="'fray doctor' lists the installed backends", code=2) from None
+
+
+def quiet_local_client(threads: int | None, target: str | None) -> Any:
+    """A LocalClient that leaves the job's output to its caller (``fray run``)."""
+    from fray import LocalClient
+
+    return LocalClient(threads, echo_logs=False, target=target)
+
+
+def redact(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the values of secret-looking names replaced by ``***``."""
+    return {name: "***" if is_secret_name(name) else value for name, value in env.items()}
+
+
+def masker(envs: Iterable[Mapping[str, str]]) -> Callable[[str], str]:
+    """A function that masks, in a text, the values of the secret-looking env vars of ``envs``
+    (those of four characters or more: masking ``1`` everywhere would protect nothing)."""
+    secrets = {v for env in envs for k, v in env.items() if is_secret_name(k) and len(v) >= 4}
+    ordered = sorted(secrets, key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for value in ordered:
+            text = text.replace(value, "***")
+        return text
+
+    return mask
+
+
+def silence_stdout() -> None:
+    """Points stdout at /dev/null, after its reader has gone away."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def print_json(value: Any) -> None:
+    """Writes ``value`` as indented JSON."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Writes rows as aligned columns under ``headers``."""
-    stream = out or sys.stdout
-    cells = [
-        [str(h) for h in headers],
-        *[["" if c is None else str(c) for c in row] for row in rows],
-    ]
+    cells = [list(headers), *[["-" if c is None else str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        stream.write(line.rstrip() + "\n")
-    stream.flush()
+        sys.stdout.write("  ".join(map(str.ljust, row, widths)).rstrip() + "\n")
+
+
+def print_pairs(pairs: Sequence[tuple[str, Any]]) -> None:
+    """Writes ``key: value`` lines, the values aligned."""
+    width = max(len(key) for key, _ in pairs) + 1
+    sys.stdout.writelines(f"{key + ':':<{width}} {value}\n" for key, value in pairs)
 
 
 def format_time(stamp: float | None) -> str:
     """A Unix time as local ``YYYY-MM-DD HH:MM:SS``, or ``-``."""
-    if not stamp:
-        return "-"
-    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(stamp).strftime("%F %T") if stamp else "-"
 
 
 def format_duration(seconds: float | None) -> str:
-    """``3.2s``, ``4m05s`` or ``2h03m``; ``-`` when unknown."""
+    """``3.2s`` or ``1:02:05``; ``-`` when unknown."""
     if seconds is None or seconds < 0:
         return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def is_tty(stream: TextIO) -> bool:
-    """Whether ``stream`` is an interactive terminal."""
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-class Progress:
-    """A status line redrawn in place on a terminal; silent when the stream is piped."""
-
-    def __init__(self, stream: TextIO | None = None, *, every: float = 0.5) -> None:
-        self._stream = stream or sys.stderr
-        self._enabled = is_tty(self._stream)
-        self._every = every
-        self._last = 0.0
-        self._width = 0
-        self.start = time.monotonic()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether anything is drawn."""
-        return self._enabled
-
-    def show(self, text: str, *, force: bool = False) -> None:
-        """Redraws the line (at most every ``every`` seconds unless ``force``)."""
-        if not self._enabled:
-            return
-        now = time.monotonic()
-        if not force and now - self._last < self._every:
-            return
-        self._last = now
-        line = f"{text} ({now - self.start:.0f}s)"
-        pad = max(self._width - len(line), 0)
-        self._stream.write("\r" + line + " " * pad)
-        self._stream.flush()
-        self._width = len(line)
-
-    def done(self, text: str | None = None) -> None:
-        """Ends the line: replaces it with ``text`` (if given) and a newline."""
-        if not self._enabled:
-            return
-        if text is None and not self._width:
-            return
-        line = text or ""
-        pad = max(self._width - len(line), 0)
-        self._stream.write("\r" + line + " " * pad + "\n")
-        self._stream.flush()
-        self._width = 0
-
-
-def counts_line(statuses: Sequence[Any], total: int) -> str:
-    """``jobs: 2/5 done, 3 running, 1 failed`` from a list of JobStatus values."""
-    done = sum(1 for s in statuses if s.is_finished)
-    failed = sum(1 for s in statuses if s.value == "failed")
-    return f"jobs: {done}/{total} done, {total - done} running, {failed} failed"
-
-
-def fray_error_hint(err: FrayError) -> str | None:
-    """A next step for common errors."""
-    from fray.errors import BackendUnavailableError, InvalidRequestError, JobNotFoundError
-
-    if isinstance(err, JobNotFoundError):
-        return "'fray jobs list' shows the known jobs"
-    if isinstance(err, BackendUnavailableError):
-        return "'fray doctor' lists the installed backends"
-    if isinstance(err, InvalidRequestError) and err.field and FRAY_CLIENT_SPEC in err.field:
-        return f"check {FRAY_CLIENT_SPEC}; 'fray doctor' shows what is configured"
-    if isinstance(err, InvalidRequestError) and err.field == "--spec":
-        return "'fray doctor' lists the installed backends"
-    return None
+    return f"{seconds:.1f}s" if seconds < 60 else str(datetime.timedelta(seconds=round(seconds)))

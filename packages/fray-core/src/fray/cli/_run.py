@@ -3,537 +3,260 @@
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
+import math
 import os
+import queue
 import re
 import signal
-import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
-from fray._model import MEMORY_ALLOWED
-from fray._state import LogSink, Masker, StateStore, process_start_ticks
-from fray._types import (
-    Entrypoint,
-    EnvironmentConfig,
-    GpuConfig,
-    JobRequest,
-    JobStatus,
-    ResourceConfig,
-    parse_memory,
-    redact_env,
+from fray import Entrypoint, EnvironmentConfig, JobRequest, JobStatus, ResourceConfig
+from fray.cli._common import (
+    add_command,
+    masker,
+    number,
+    open_client,
+    quiet_local_client,
+    redact,
+    silence_stdout,
+    usage,
 )
-from fray.cli._common import CliError, UsageError, choose_spec, format_duration, is_tty
+from fray.cli._info import tpu_type
+from fray.cli._jobs import Run, RunStore
 from fray.errors import InvalidRequestError
 
 __all__ = ["add_parser"]
 
-_NAME_CLEAN = re.compile(r"[^A-Za-z0-9_.-]+")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Where an InvalidRequestError's field came from on the command line.
-_FIELD_FLAGS = {
-    "name": "--name",
-    "cpu": "--cpu",
-    "ram": "--ram",
-    "disk": "--disk",
-    "replicas": "--slices",
-    "slice_count": "--slices",
-    "max_retries_failure": "--max-retries-failure",
-    "max_retries_preemption": "--max-retries-preemption",
-    "env_vars": "--env",
-    "command": "CMD",
-}
+# After a signal: how long a submission on its way may take (its job is then stopped too),
+# how long a remote backend may take to confirm the stop (the local one, whose processes are
+# ours, is always waited for), to deliver the last lines, and to close the client.
+_SUBMIT_GRACE_S = 1.0
+_STOP_BUDGET_S = 0.9
+_LOG_DRAIN_S = 0.3
+_CLOSE_S = 0.2
+_RECORD_EVERY_S = 0.2  # how often a local run's record follows the job's status
+_TICK_S = 0.05
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Adds ``fray run`` to the subcommand parsers."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        "run",
-        parents=[common],
-        help="run a command as a job, stream its output and exit with its exit code",
-        description=(
-            "Runs CMD as a Fray job on the chosen backend (local unless --spec or "
-            "FRAY_CLIENT_SPEC says otherwise), streams its output to stdout and exits with "
-            "its exit code. Ctrl-C stops the job and exits 130. Local runs are recorded in "
-            "the state directory (FRAY_STATE_DIR) for 'fray jobs'."
-        ),
-        epilog=(
-            "example: fray run --name train --tpu v5p-64 --env WANDB_MODE=offline -- "
-            "python train.py"
-        ),
-    )
-    p.add_argument(
-        "--spec", help="backend spec: local, ray, ray://host:port, iris://host:port, ..."
-    )
+def add_parser(sub: Any) -> None:
+    """Adds ``fray run``."""
+    what = "run a command as a job, stream its output and exit with its exit code"
+    p = add_command(sub, "run", run_command, spec=True, help=what)
     p.add_argument("--name", help="job name (default: from the command)")
     p.add_argument("--cpu", type=float, help="CPU cores per replica, e.g. 4 or 0.5")
     p.add_argument("--ram", help="memory per replica, e.g. 16g or 512Mi")
     p.add_argument("--disk", help="disk per replica, e.g. 100g")
-    p.add_argument(
-        "--tpu", metavar="TYPE", help="TPU slice type, e.g. v5p-64 (see 'fray tpu list')"
-    )
-    p.add_argument("--slices", type=int, metavar="N", help="number of TPU slices (with --tpu)")
-    p.add_argument("--gpu", metavar="TYPE[:N]", help="GPU type and count per replica, e.g. H100:8")
-    p.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set an env var in the job (repeatable); secret-looking values are redacted",
-    )
-    p.add_argument("--max-retries-failure", type=int, metavar="N", help="re-runs after a failure")
-    p.add_argument(
-        "--max-retries-preemption", type=int, metavar="N", help="re-runs after a preemption"
-    )
+    p.add_argument("--tpu", type=tpu_type, metavar="TYPE", help="TPU slice type, e.g. v5p-64")
+    p.add_argument("--slices", type=number(int, 1), metavar="N", help="TPU slices (with --tpu)")
+    p.add_argument("--gpu", type=_gpu, metavar="TYPE[:N]", help="GPUs per replica, e.g. H100:8")
+    p.add_argument("--env", type=_env, action="append", default=[], metavar="NAME=VALUE")
+    for budget in ("failure", "preemption"):
+        how = {"type": number(int, 0), "metavar": "N", "help": f"re-runs after a {budget}"}
+        p.add_argument(f"--max-retries-{budget}", **how)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
-    p.set_defaults(handler=run_command)
 
 
-# ---------------------------------------------------------------------------------------------
-# Building the request
+def _gpu(text: str) -> tuple[str, int]:
+    variant, sep, n = text.partition(":")
+    if sep and not (n.isdigit() and int(n) >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r}: the count after ':' must be an integer >= 1")
+    return variant.strip(), int(n) if sep else 1
 
 
-def parse_env(items: Sequence[str]) -> dict[str, str]:
-    """``["A=1", "B=x=y"]`` → ``{"A": "1", "B": "x=y"}``; anything else is a usage error."""
-    env: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError("--env", f"{item!r} must look like NAME=VALUE")
-        if not _ENV_NAME.match(name):
-            raise UsageError(
-                "--env",
-                f"{name!r} is not a valid name; use letters, digits and '_', not starting "
-                "with a digit",
-            )
-        if name in env:
-            raise UsageError("--env", f"{name} is given twice")
-        env[name] = value
-    return env
+def _env(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} must look like NAME=VALUE")
+    return name, value
 
 
-def parse_gpu(text: str) -> GpuConfig:
-    """``H100`` or ``H100:8`` → a GpuConfig."""
-    variant, sep, count_text = text.partition(":")
-    count = 1
-    if sep:
-        try:
-            count = int(count_text)
-        except ValueError:
-            count = 0
-        if count < 1:
-            raise UsageError("--gpu", f"{text!r}: the count after ':' must be an integer >= 1")
-    try:
-        return GpuConfig(variant=variant.strip(), count=count)
-    except InvalidRequestError as err:
-        raise UsageError("--gpu", f"{variant!r} is not valid; {err.allowed}") from None
-
-
-def _flag_for(err: InvalidRequestError) -> str:
-    field = (err.field or "").split(".")
-    for part in reversed(field):
-        if part in _FIELD_FLAGS:
-            return _FIELD_FLAGS[part]
-    if "variant" in field:
-        return "--tpu/--gpu"
-    return "CMD"
-
-
-def build_resources(args: argparse.Namespace) -> ResourceConfig:
-    """The ResourceConfig the flags ask for."""
-    fields: dict[str, Any] = {}
-    if args.cpu is not None:
-        fields["cpu"] = args.cpu
-    for flag in ("ram", "disk"):
-        value = getattr(args, flag)
-        if value is not None:
-            try:
-                parse_memory(value, field=f"--{flag}")
-            except InvalidRequestError:
-                raise UsageError(
-                    f"--{flag}", f"{value!r} is not a size; {MEMORY_ALLOWED}"
-                ) from None
-            fields[flag] = value
-    if args.tpu is not None and args.gpu is not None:
-        raise UsageError("--gpu", "cannot be combined with --tpu; a job asks for one device kind")
-    if args.slices is not None and args.tpu is None:
-        raise UsageError("--slices", "only applies together with --tpu TYPE")
-    if args.slices is not None and args.slices < 1:
-        raise UsageError("--slices", f"{args.slices} is not valid; must be an integer >= 1")
-    try:
-        if args.tpu is not None:
-            from fray.topology import UnknownTpuTypeError, canonical_tpu_name
-
-            try:
-                canonical_tpu_name(args.tpu)
-            except UnknownTpuTypeError as err:
-                raise UsageError("--tpu", str(err)) from None
-            return ResourceConfig.with_tpu(args.tpu, slice_count=args.slices or 1, **fields)
-        if args.gpu is not None:
-            return ResourceConfig(device=parse_gpu(args.gpu), **fields)
-        return ResourceConfig(**fields)
-    except InvalidRequestError as err:
-        raise UsageError(_flag_for(err), f"{err.value!r} is not valid; {err.allowed}") from None
-
-
-def default_name(command: Sequence[str]) -> str:
+def default_name(command: list[str]) -> str:
     """A job name from the command: ``python train.py`` → ``train``."""
-    prog = os.path.basename(command[0])
-    label = prog
-    if prog.startswith("python") and len(command) > 1:
-        if command[1] == "-m" and len(command) > 2:
-            label = command[2]
-        elif command[1].endswith(".py"):
-            label = os.path.basename(command[1])[: -len(".py")]
-    label = _NAME_CLEAN.sub("-", label).strip("-._")[:64]
-    return label or "run"
+    label = os.path.basename(command[0])
+    if label.startswith("python") and command[1:2] == ["-m"] and len(command) > 2:
+        label = command[2]
+    elif label.startswith("python") and len(command) > 1 and command[1].endswith(".py"):
+        label = os.path.basename(command[1])[: -len(".py")]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-._")[:64] or "run"
 
 
-def build_request(
-    args: argparse.Namespace, command: list[str]
-) -> tuple[JobRequest, dict[str, str]]:
-    """The JobRequest for ``fray run`` and the env vars given with ``--env``."""
-    env = parse_env(args.env)
-    resources = build_resources(args)
-    extra: dict[str, Any] = {}
-    if args.max_retries_failure is not None:
-        extra["max_retries_failure"] = args.max_retries_failure
-    if args.max_retries_preemption is not None:
-        extra["max_retries_preemption"] = args.max_retries_preemption
-    name = args.name if args.name is not None else default_name(command)
+def build_request(args: argparse.Namespace, command: list[str], env: dict[str, str]) -> JobRequest:
+    """The JobRequest the flags ask for; a bad value is a usage error naming its flag."""
+    if args.tpu and args.gpu:
+        raise usage("--gpu", "cannot be combined with --tpu; a job asks for one device kind")
+    if args.slices and not args.tpu:
+        raise usage("--slices", "only applies together with --tpu TYPE")
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    sizes = {k: given[k] for k in ("cpu", "ram", "disk") if k in given}
     try:
-        request = JobRequest(
-            name=name,
+        if args.tpu:
+            resources = ResourceConfig.with_tpu(
+                args.tpu.name, slice_count=args.slices or 1, **sizes
+            )
+        else:
+            resources = ResourceConfig.with_gpu(*args.gpu, **sizes) if args.gpu else None
+        return JobRequest(
+            name=args.name or default_name(command),
             entrypoint=Entrypoint.from_command(command),
-            resources=resources,
+            resources=resources or ResourceConfig(**sizes),
             environment=EnvironmentConfig(env_vars=env) if env else None,
-            **extra,
+            **{k: v for k, v in given.items() if k.startswith("max_retries_")},
         )
     except InvalidRequestError as err:
-        raise UsageError(_flag_for(err), f"{err.value!r} is not valid; {err.allowed}") from None
-    return request, env
-
-
-def describe_resources(resources: ResourceConfig, replicas: int) -> dict[str, Any]:
-    """A JSON-friendly summary of a ResourceConfig."""
-    device = resources.device
-    if device.kind == "tpu":
-        text = f"tpu {device.variant} x{resources.slice_count} slice(s)"
-    elif device.kind == "gpu":
-        text = f"gpu {device.variant} x{device.count}"
-    else:
-        text = "cpu"
-    return {
-        "cpu": resources.cpu,
-        "ram": resources.ram,
-        "disk": resources.disk,
-        "device": text,
-        "replicas": replicas,
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# Running
-
-
-class _Recorder:
-    """Keeps a local run's record and log up to date in the state directory."""
-
-    def __init__(self, store: StateStore, record: dict[str, Any]) -> None:
-        self.store = store
-        self.record = record
-        self.log: LogSink = store.open_log(str(record["job_id"]))
-        self._lock = threading.Lock()
-        store.write_record(record)
-
-    def update(self, info: Any, mask: Callable[[str], str], **extra: Any) -> None:
-        fields = {
-            "status": info.status.value,
-            "attempts": info.attempts,
-            "failures": info.failures,
-            "preemptions": info.preemptions,
-            "exit_code": info.exit_code,
-            "error": mask(info.error) if info.error else None,
-            "started_at": info.started_at,
-            "finished_at": info.finished_at,
-            **extra,
-        }
-        with self._lock:
-            if all(self.record.get(k) == v for k, v in fields.items()):
-                return
-            self.record.update(fields)
-            self.store.write_record(self.record)
-
-    def close(self) -> None:
-        self.log.close()
-
-
-class _Output:
-    """Writes job lines to stdout; after a broken pipe keeps going silently."""
-
-    def __init__(self) -> None:
-        self.broken = False
-
-    def write(self, line: str) -> None:
-        if self.broken:
-            return
-        try:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            self.broken = True
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-
-
-def _exit_code(status: JobStatus, info: Any, stop_signal: int | None) -> int:
-    if status is JobStatus.SUCCEEDED:
-        return 0
-    if stop_signal is not None:
-        return 128 + stop_signal
-    code = info.exit_code
-    if isinstance(code, int) and code > 0:
-        return min(code, 255)
-    if isinstance(code, int) and code < 0:
-        return 128 + (-code)
-    return 1
-
-
-# How often the main thread looks for a stop signal while a background thread waits on the
-# backend; a stop must end `fray run` within 2 s whatever the backend is doing.
-_TICK_S = 0.05
-# After a stop signal: how long a submission already on its way may take before `fray run`
-# gives up on it (and on stopping the job it may have started), and how long the last lines
-# of the stopped job may take to arrive.
-_SUBMIT_GRACE_S = 1.0
-_LOG_DRAIN_ON_STOP_S = 0.3
-# A remote backend that does not confirm the stop within this (its controller hung or gone)
-# is left to finish it: `fray run` exits, saying so. The local backend is always waited for,
-# since the job's processes are this process's children. Closing the client after a stop
-# gets a moment more (a client whose jobs have all ended closes in milliseconds).
-_STOP_BUDGET_S = 0.9
-_CLOSE_AFTER_STOP_S = 0.2
-
-
-def _in_background(call: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
-    """Runs ``call`` on a daemon thread: the main thread stays free to notice a signal
-    (a signal handler runs only in the main thread, and only between bytecodes)."""
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-    def target() -> None:
-        try:
-            future.set_result(call())
-        except BaseException as err:  # handed to the main thread
-            future.set_exception(err)
-
-    threading.Thread(target=target, name=name, daemon=True).start()
-    return future
-
-
-def _wait_or_stop(
-    future: concurrent.futures.Future[Any], stop_signal: list[int], timeout: float | None
-) -> bool:
-    """Waits up to ``timeout`` (``None``: no limit) for ``future``, returning early on a stop
-    signal; returns whether it is done."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not stop_signal:
-        left = _TICK_S if deadline is None else deadline - time.monotonic()
-        if left <= 0:
-            break
-        concurrent.futures.wait([future], timeout=min(left, _TICK_S))
-        if future.done():
-            return True
-    return future.done()
-
-
-def _stop(handle: Any) -> None:
-    """Terminates the job unless it has finished."""
-    if not handle.status().is_finished:
-        handle.terminate()
-
-
-def _open_client(spec: str | None) -> tuple[Any, bool]:
-    """The client for ``spec`` and whether it is the local backend."""
-    from fray._client import client_from_spec, current_client, parse_client_spec
-
-    if spec is None:
-        client = current_client()
-        return client, getattr(client, "scheme", None) == "local"
-    parsed = parse_client_spec(spec)
-    if parsed.scheme == "local":
-        from fray.local import LocalClient
-
-        parsed.reject_unknown({"threads"}, address=False)
-        return LocalClient(max_threads=parsed.param_int("threads"), echo_logs=False), True
-    return client_from_spec(parsed), False
+        field = (err.field or "").rsplit(".", 1)[-1]
+        named = {"env_vars": "--env", "variant": "--gpu", "count": "--gpu", "command": "CMD"}
+        flag = named.get(field, "--" + field.replace("_", "-"))
+        shown = "" if flag == "--env" else f"{err.value!r} is not valid; "  # no secret values
+        raise usage(flag, shown + err.allowed) from None
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``fray run``."""
-    command: list[str] = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
+    command: list[str] = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise UsageError(
-            "CMD", "give the command to run after --, e.g. fray run -- python train.py"
-        )
-    request, env = build_request(args, command)
-    spec, _reason = choose_spec(args.spec)
-    mask = Masker([env, os.environ])
-    store: StateStore | None = None
-    stop_signal: list[int] = []  # the signal that stopped this run, once one has
-    client, local = _open_client(spec)
+        raise usage("CMD", "give the command to run after --, e.g. fray run -- python train.py")
+    env = dict(args.env)
+    request = build_request(args, command, env)
+    client = open_client(args.spec, quiet_local_client)
+    local = getattr(client, "scheme", None) == "local"
+    run = _Run(client, request, masker([env, os.environ]))
     try:
-        if local:
-            store = StateStore()
-            try:
-                store.prepare()
-            except OSError as err:
-                raise CliError(
-                    f"cannot write the state directory {store.describe()}: {err}",
-                    hint="set FRAY_STATE_DIR to a writable directory or bucket URL",
-                ) from err
-        return _run(client, request, command, env, mask, store, stop_signal)
+        return run.execute(RunStore().prepare() if local else None, command, env)
     finally:
-        closing = _in_background(client.shutdown, "fray-run-shutdown")
-        if local or not stop_signal:
-            concurrent.futures.wait([closing])
+        if local or run.signum is None:
+            client.shutdown()
         else:  # stopped: a remote backend may be unreachable by now
-            concurrent.futures.wait([closing], timeout=_CLOSE_AFTER_STOP_S)
+            run.start("closed", client.shutdown)
+            run.wait("closed", _CLOSE_S)
 
 
-def _run(
-    client: Any,
-    request: JobRequest,
-    command: list[str],
-    env: dict[str, str],
-    mask: Callable[[str], str],
-    store: StateStore | None,
-    stop_signal: list[int],
-) -> int:
-    from fray.local import grace_seconds
+class _Run:
+    """One ``fray run``. Its main thread waits on an inbox that background threads and the
+    signal handler feed, so it acts on a signal at once, whatever the backend is doing."""
 
-    def on_signal(signum: int, _frame: object) -> None:
-        if not stop_signal:
-            stop_signal.append(signum)
+    def __init__(self, client: Any, request: JobRequest, mask: Callable[[str], str]) -> None:
+        self.client, self.request, self.mask = client, request, mask
+        self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.signum: int | None = None
 
-    watched = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
-    previous = {sig: signal.signal(sig, on_signal) for sig in watched}
-    tty = is_tty(sys.stderr)
-    recorder: _Recorder | None = None
-    try:
-        submitting = _in_background(lambda: client.submit(request), "fray-run-submit")
-        if not _wait_or_stop(submitting, stop_signal, None):
-            # Stopped while submitting: a job on its way is given a moment, to be stopped too.
-            concurrent.futures.wait([submitting], timeout=_SUBMIT_GRACE_S)
-            if not submitting.done():
-                name = signal.Signals(stop_signal[0]).name
-                sys.stderr.write(f"fray: {name}: stopped while submitting {request.name}\n")
-                sys.stderr.flush()
-                return 128 + stop_signal[0]
-        handle = submitting.result()
-        if store is not None:
-            info = handle.info()
-            recorder = _Recorder(
-                store,
-                {
-                    "version": 1,
-                    "job_id": handle.job_id,
-                    "name": request.name,
-                    "backend": "local",
-                    "command": [mask(part) for part in command],
-                    "cwd": os.getcwd(),
-                    "resources": describe_resources(request.resources, request.replica_count),
-                    "env": redact_env(env),
-                    "max_retries_failure": request.max_retries_failure,
-                    "max_retries_preemption": request.max_retries_preemption,
-                    "status": info.status.value,
-                    "attempts": info.attempts,
-                    "failures": 0,
-                    "preemptions": 0,
-                    "exit_code": None,
-                    "error": None,
-                    "parent": info.parent,
-                    "submitted_at": info.submitted_at or time.time(),
-                    "started_at": info.started_at,
-                    "finished_at": None,
-                    "stop_signal": None,
-                    "terminate_grace_s": grace_seconds(),
-                    "runner": {
-                        "pid": os.getpid(),
-                        "host": socket.gethostname(),
-                        "start_ticks": process_start_ticks(os.getpid()),
-                    },
-                },
-            )
-        if tty:
-            sys.stderr.write(f"fray: job {handle.job_id} started; Ctrl-C stops it\n")
-            sys.stderr.flush()
-        out = _Output()
-        log = recorder.log if recorder is not None else None
+    def start(self, kind: str, call: Callable[[], Any]) -> None:
+        """Runs ``call`` on a daemon thread; its outcome arrives in the inbox as ``kind``."""
 
-        def pump() -> None:
-            for line in handle.logs(follow=True):
-                text = mask(line)
-                out.write(text)
-                if log is not None:
-                    log.write(text)
+        def target() -> None:
+            outcome: Future[Any] = Future()
+            try:
+                outcome.set_result(call())
+            except BaseException as err:  # handed to the main thread
+                outcome.set_exception(err)
+            self.inbox.put((kind, outcome))
 
-        reader = threading.Thread(target=pump, name="fray-run-logs", daemon=True)
-        reader.start()
-        finishing = _in_background(lambda: handle.wait(raise_on_failure=False), "fray-run-wait")
-        while not _wait_or_stop(finishing, stop_signal, 0.2):
-            if stop_signal:
-                break
-            if recorder is not None:
-                recorder.update(handle.info(), mask)
-        if stop_signal:
-            name = signal.Signals(stop_signal[0]).name
-            if tty:
-                sys.stderr.write(f"\nfray: {name}: stopping job {handle.job_id}...\n")
-                sys.stderr.flush()
-            stopping = _in_background(lambda: _stop(handle), "fray-run-stop")
-            budget = None if store is not None else _STOP_BUDGET_S
-            if not concurrent.futures.wait([stopping], timeout=budget).done:
-                sys.stderr.write(
-                    f"fray: {name}: asked job {handle.job_id} to stop; its backend did not "
-                    f"confirm within {_STOP_BUDGET_S:g} s\n"
-                )
-                sys.stderr.flush()
-                return 128 + stop_signal[0]
-            stopping.result()
-        reader.join(timeout=_LOG_DRAIN_ON_STOP_S if stop_signal else 30)
-        info = handle.info()
-        status = info.status
-        signum = stop_signal[0] if stop_signal and status is JobStatus.STOPPED else None
-        if recorder is not None:
-            recorder.update(
-                info,
-                mask,
-                stop_signal=signal.Signals(signum).name if signum is not None else None,
-            )
-        elapsed = None
-        if info.started_at and info.finished_at:
-            elapsed = info.finished_at - info.started_at
-        if status is JobStatus.SUCCEEDED:
-            if tty:
-                sys.stderr.write(
-                    f"fray: job {handle.job_id} succeeded in {format_duration(elapsed)}\n"
-                )
-        elif status is JobStatus.STOPPED:
-            sys.stderr.write(f"fray: job {handle.job_id} stopped\n")
+        threading.Thread(target=target, name=f"fray-run-{kind}", daemon=True).start()
+
+    def wait(self, kind: str, timeout: float | None = None) -> Future[Any] | None:
+        """The outcome of ``kind``; ``None`` once ``timeout`` has passed or at the first
+        signal (later ones are ignored: the run is stopping already)."""
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        # Never blocks long: a signal is handled only once the main thread runs Python code.
+        while (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(queue.Empty):
+                got, value = self.inbox.get(timeout=min(left, _TICK_S))
+                if got == kind:
+                    return value
+                if got == "signal" and self.signum is None:
+                    self.signum = value
+                    return None
+        return None
+
+    def execute(self, store: RunStore | None, command: list[str], env: dict[str, str]) -> int:
+        """Submits the job, streams its output (recording it in ``store`` if given), stops it
+        on a signal; returns the exit code."""
+        # SimpleQueue.put is reentrant: safe in a signal handler.
+        previous = {
+            signum: signal.signal(signum, lambda n, _: self.inbox.put(("signal", n)))
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        }
+        try:
+            self.start("submitted", lambda: self.client.submit(self.request))
+            submitted = self.wait("submitted") or self.wait("submitted", _SUBMIT_GRACE_S)
+            if submitted is None:
+                print(f"fray: {self._signal()}: stopped while submitting", file=sys.stderr)
+                return 128 + (self.signum or 0)
+            handle = submitted.result()
+            run = Run(store, handle.job_id) if store else None
+            if run:
+                run.start(handle, self.mask, **self._what_ran(command, env))
+            return self._follow(handle, run)
+        finally:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+
+    def _follow(self, handle: Any, run: Run | None) -> int:
+        """Streams the job's output until it ends, or stops it at a signal; the exit code."""
+        if sys.stderr.isatty():
+            print(f"fray: job {handle.job_id} started; Ctrl-C stops it", file=sys.stderr)
+        self.start("finished", lambda: self._pump(handle, run))
+        finished, every = None, _RECORD_EVERY_S if run else None
+        while self.signum is None and (finished := self.wait("finished", every)) is None:
+            if run:  # (a remote backend is asked nothing: it may hang)
+                run.update()
+        if finished is not None:
+            finished.result()  # a backend error, if waiting raised one
         else:
-            error = mask(info.error) if info.error else "no error text"
-            sys.stderr.write(f"fray: job {handle.job_id} {status.value}: {error}\n")
-        sys.stderr.flush()
-        return _exit_code(status, info, signum)
-    finally:
-        if recorder is not None:
-            recorder.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            self.start("stopped", lambda: handle.status().is_finished or handle.terminate())
+            if self.wait("stopped", None if run else _STOP_BUDGET_S) is None:
+                why = f"the backend did not confirm the stop of job {handle.job_id} in time"
+                print(f"fray: {self._signal()}: {why}", file=sys.stderr)
+                return 128 + (self.signum or 0)
+            self.wait("finished", _LOG_DRAIN_S)  # the last lines
+        info = handle.info()
+        signum = self.signum if info.status is JobStatus.STOPPED else None
+        if run:
+            run.update(stop_signal=signum and self._signal())
+        if info.status is JobStatus.SUCCEEDED:
+            return 0
+        error = self.mask(info.error or "no error text")
+        stopped = info.status is JobStatus.STOPPED
+        outcome = "stopped" if stopped else f"failed: {error}"
+        print(f"fray: job {handle.job_id} {outcome}", file=sys.stderr)
+        code = info.exit_code or 0
+        if signum:
+            return 128 + signum
+        return min(code, 255) if code > 0 else (128 - code if code < 0 else 1)
+
+    def _what_ran(self, command: list[str], env: dict[str, str]) -> dict[str, Any]:
+        resources, device = self.request.resources, self.request.resources.device
+        if device.kind == "tpu":
+            text = f"tpu {device.variant} x{resources.slice_count} slice(s)"
+        else:
+            text = f"gpu {device.variant} x{device.count}" if device.kind == "gpu" else "cpu"
+        return {
+            "command": [self.mask(part) for part in command],
+            "cwd": os.getcwd(),
+            "env": redact(env),
+            "resources": {
+                **{k: getattr(resources, k) for k in ("cpu", "ram", "disk")},
+                "device": text,
+                "replicas": self.request.replica_count,
+            },
+        }
+
+    def _signal(self) -> str:
+        return signal.Signals(self.signum or 0).name
+
+    def _pump(self, handle: Any, run: Run | None) -> JobStatus:
+        """Copies the job's lines, masked, to stdout and the run's log, until the job ends."""
+        for line in handle.logs(follow=True):
+            text = self.mask(line)
+            if run:
+                run.line(text)
+            try:
+                print(text, flush=True)
+            except (OSError, ValueError):  # the reader went away: the job runs on, unheard
+                silence_stdout()
+        return handle.wait(raise_on_failure=False)  # in case the stream ended first

@@ -157,10 +157,15 @@ class HostedActorTests(ConformanceTests):
         hosted = self.host(client, ep.Ender)
         try:
             assert hosted.handle.end() == "ending"
-            self.eventually(
-                lambda: _call_or_none(hosted.handle, "incr") is None,
-                "the hosted actor to stop serving once its shutdown_event is set",
-            )
+
+            def stopped() -> bool:
+                try:
+                    hosted.handle.incr()
+                except ActorError:
+                    return True
+                return False
+
+            self.eventually(stopped, "the hosted actor to stop serving once it set its event")
         finally:
             hosted.shutdown()
 
