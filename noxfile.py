@@ -17,7 +17,15 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests", "iris-3.12", "examples", "compat"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "iris-3.12",
+    "examples",
+    "compat",
+    "compat-3.12",
+]
 
 PACKAGES = ["fray-core", "fray-testing", "fray-tpu", "fray-ray", "fray-iris"]
 
@@ -241,6 +249,48 @@ def compat(session: nox.Session) -> None:
         "-m",
         "pytest",
         "examples/tests/test_zephyr_example.py",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env=env,
+    )
+
+
+# The line of Marin's wheels Marin runs today (Python 3.12+), with fray-core in marin-fray's
+# place: the wheels whose code `compat-3.12` runs.
+MARIN_227 = "0.2.227.dev40316220070"
+MARIN_227_WHEELS = [f"marin-zephyr=={MARIN_227}", f"marin-core=={MARIN_227}"]
+
+
+@nox.session(name="compat-3.12", python=_pyenv_python("3.12"))
+def compat_312(session: nox.Session) -> None:
+    """Marin's 0.2.227 line on Fray, on Python 3.12: Zephyr 0.2.227 pipelines on local, Ray
+    and Iris (``examples/zephyr_pipeline.py --more``; on local, the workers' teardown logs
+    nothing at WARNING or above), and Marin's ``StepRunner`` on a three-step graph on the
+    local backend.
+
+    ``marin-zephyr`` and ``marin-core`` are installed with ``--no-deps`` (their metadata pins
+    ``marin-fray``, which must not be installed beside fray-core: both are the ``fray``
+    import); what their code imports comes from the lockfile (the ``marin-227`` group;
+    marin-iris 0.2.227 and its line's packages with fray-iris). Arguments go to pytest.
+    """
+    _sync(session, "--all-packages", "--group", "examples", "--group", "marin-227")
+    session.run_install(
+        _UV,
+        "pip",
+        "install",
+        "--no-deps",
+        *MARIN_227_WHEELS,
+        env={"VIRTUAL_ENV": session.virtualenv.location},
+        external=True,
+    )
+    env = dict(_ENV, MARIN_PREFIX=session.create_tmp())
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "examples/tests/test_zephyr_227.py",
+        "examples/tests/test_marin_step_runner.py",
         "-p",
         "no:cacheprovider",
         *session.posargs,

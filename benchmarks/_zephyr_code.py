@@ -1,6 +1,7 @@
-"""User code timed by ``bench_zephyr.py``: a Zephyr pipeline on the local backend, run
-unchanged by a venv with Fray (``marin-zephyr`` installed beside fray-core) and by one with
-the predecessor (``marin-zephyr`` with its own ``marin-fray``).
+"""User code timed by ``bench_zephyr.py`` and ``bench_zephyr_227.py``: a Zephyr pipeline on the
+local backend, run unchanged by a venv with Fray (``marin-zephyr`` installed beside fray-core)
+and by one with the predecessor (``marin-zephyr`` with its own ``marin-fray``), on either line
+of Zephyr (0.2.20 or 0.2.227).
 
 Started as ``python _zephyr_code.py``, it prints ``ready`` and serves commands on stdin, one
 per line: ``pipeline`` runs the pipeline once and prints ``{"seconds": ...}``; ``quit`` (or
@@ -30,6 +31,7 @@ from zephyr_pipeline import (
     keep,
     pass_through,
     sign,
+    zephyr_context_class,
 )
 
 NUMBERS = 400
@@ -37,9 +39,11 @@ SHARDS = 4
 
 
 def serve() -> None:
-    from zephyr import Dataset, ZephyrContext
+    from zephyr.dataset import Dataset
 
     from fray.local_backend import LocalClient
+
+    zephyr_context = zephyr_context_class()
 
     for noisy in ("zephyr", "iris", "rigging", "fray"):  # their INFO lines are not the point
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -58,7 +62,7 @@ def serve() -> None:
         for line in sys.stdin:
             if line.strip() == "quit":
                 break
-            ctx = ZephyrContext(
+            ctx = zephyr_context(
                 client=client,
                 max_workers=2,
                 chunk_storage_prefix=os.path.join(work, "chunks"),

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,22 +65,24 @@ def _run(argv: list[str]) -> None:
         raise RuntimeError(f"`{' '.join(argv[1:3])}` failed: {' / '.join(tail)}")
 
 
-def _venv(name: str, installs: list[list[str]]) -> Path:
-    """The venv ``name``'s interpreter, made with ``installs`` (``uv pip install`` argument
-    lists) unless it is already complete (a marker file says so)."""
+def _venv(name: str, installs: list[list[str]], interpreter: str = PYTHON) -> Path:
+    """The venv ``name``'s interpreter, made on ``interpreter`` (a version uv finds, or a
+    path) with ``installs`` (``uv pip install`` argument lists) unless it is already complete
+    (a marker file says so)."""
     venv = _cache(name)
     python = venv / "bin" / "python"
     done = venv / ".fray-bench-complete"
-    if python.exists() and done.exists() and done.read_text() == repr(installs):
+    wanted = repr([interpreter, *installs])
+    if python.exists() and done.exists() and done.read_text() == wanted:
         return python
     uv = shutil.which("uv")
     if uv is None:
         raise RuntimeError(f"uv is not on PATH: it makes the benchmark venv {venv}")
     shutil.rmtree(venv, ignore_errors=True)
-    _run([uv, "venv", "--quiet", "--python", PYTHON, str(venv)])
+    _run([uv, "venv", "--quiet", "--python", interpreter, str(venv)])
     for args in installs:
         _run([uv, "pip", "install", "--quiet", "--python", str(python), *args])
-    done.write_text(repr(installs))
+    done.write_text(wanted)
     return python
 
 
@@ -117,16 +120,24 @@ def measure(fray: Path, predecessor: Path, repeats: int) -> list[tuple[float, fl
 
 def run(repeats: int) -> list[dict[str, Any]]:
     """The Zephyr row; see the module docstring."""
+    return [zephyr_row(ROW, pythons, repeats)]
+
+
+def zephyr_row(
+    name: str, make_pythons: Callable[[], tuple[Path, Path]], repeats: int
+) -> dict[str, Any]:
+    """The row ``name``: ``_zephyr_code.py``'s pipeline timed in the (Fray, predecessor)
+    interpreters ``make_pythons`` returns (a failed row if they cannot be made)."""
     repeats = max(repeats, MIN_REPEATS)
     try:
-        fray, predecessor = pythons()
+        fray, predecessor = make_pythons()
         found = measure(fray, predecessor, repeats)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
-        return [failed_row(ROW, str(err))]
+        return failed_row(name, str(err))
     ratios = sorted(p / f for f, p in found)
     ratio = median(ratios)
     row = at_least(
-        ROW,
+        name,
         ratio,
         1.0,
         "x",
@@ -138,7 +149,7 @@ def run(repeats: int) -> list[dict[str, Any]]:
         f"each in fresh interpreters, both sides alternated, median of {repeats} repeats",
     )
     row["spread"] = {"min": ratios[0], "median": ratio, "max": ratios[-1]}
-    return [row]
+    return row
 
 
 if __name__ == "__main__":

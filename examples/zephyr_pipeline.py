@@ -1,25 +1,35 @@
 """Marin's Zephyr (``marin-zephyr``) running its pipelines on Fray, unchanged.
 
-Zephyr is built on the predecessor's actor API: its coordinator job hosts the coordinator
-actor in its own process (``client.host_actor``), creates a worker actor group, the workers
-register back and pull shards, and the driver runs each pipeline through a long-running call
-(``coordinator.run_pipeline.submit(...)``). Installed beside fray-core (its pinned
-``marin-fray`` left out), it runs on whichever backend ``FRAY_CLIENT_SPEC`` names.
+Zephyr is built on the predecessor's actor API: a coordinator actor (0.2.20: hosted in its
+own coordinator job with ``client.host_actor``; 0.2.227: an actor group of one) creates a
+worker actor group, the workers register back and pull shards, and the driver runs each
+pipeline through a long-running call (``coordinator.run_pipeline.submit(...)``). Installed
+beside fray-core (its pinned ``marin-fray`` left out), it runs on whichever backend
+``FRAY_CLIENT_SPEC`` names. Both lines Marin has used run it: 0.2.20 (Python 3.11) and
+0.2.227 (Python 3.12+).
 
 Two pipelines: numbers through ``map`` (reading shared data put with ``ctx.put``),
 ``filter``, ``flat_map`` and ``group_by`` with a combiner; and records through ``map`` into
-JSONL files. The driver checks both against what it computes itself and exits 1 on a
-mismatch. ``--kill-worker`` makes one worker's process end mid-stage (on the first shard it
-takes): the pipeline must still produce the right output.
+JSONL files. ``--more`` adds three: documents written as ``.jsonl.gz``, read back by Zephyr
+(``from_files(...).load_jsonl()``) into ``deduplicate``, and read back into ``reshard`` to
+more shards than the input has, written out again. The driver checks each against
+what it computes itself and exits 1 on a mismatch. ``--kill-worker`` makes one worker's
+process end mid-stage (on the first shard it takes): the pipeline must still produce the
+right output. Each ``execute`` starts a worker pool of its own and tears it down, as Marin's
+code does; ``--shared-pool`` (Zephyr 0.2.227) runs them all on one pool. The report lists what
+was logged at WARNING or above during the run.
 
-    python examples/zephyr_pipeline.py --workers 2
+    python examples/zephyr_pipeline.py --workers 2 --more
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import gzip
 import json
+import logging
 import os
 import signal
 import sys
@@ -32,6 +42,9 @@ NUMBERS = 60
 OFFSET = 100
 RECORDS = 12
 SHARDS = 3  # each list item is a shard: the inputs come as SHARDS chunks
+DOCS = 30
+DISTINCT_TEXTS = 7  # document i has the text "text-{i % DISTINCT_TEXTS}": deduplicate keeps 7
+RESHARD_TO = 5  # more shards than the input's SHARDS
 
 
 def chunks(items: list[Any]) -> list[list[Any]]:
@@ -45,7 +58,7 @@ def each(chunk: list[Any]) -> list[Any]:
 
 def add_offset(x: int) -> int:
     """Adds the shared offset (put by the driver with ``ctx.put``)."""
-    from zephyr import zephyr_worker_ctx
+    from zephyr.worker_context import zephyr_worker_ctx
 
     return x + zephyr_worker_ctx().get_shared("offset")
 
@@ -74,6 +87,14 @@ def pass_through(key: bool, items: Iterator[int]) -> Iterator[int]:
 
 def double(record: dict[str, int]) -> dict[str, int]:
     return {"id": record["id"], "value": record["value"] * 2}
+
+
+def text_of(doc: dict[str, Any]) -> str:
+    return doc["text"]
+
+
+def tagged(doc: dict[str, Any]) -> dict[str, Any]:
+    return {**doc, "tag": f"t{doc['id']}"}
 
 
 class KillOnce:
@@ -106,14 +127,108 @@ def expected_groups() -> list[dict[str, Any]]:
     ]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from zephyr import Dataset, ZephyrContext
+def zephyr_context_class() -> Any:
+    """``ZephyrContext``: in ``zephyr.context`` from 0.2.2xx on, ``zephyr.execution`` before."""
+    try:
+        from zephyr.context import ZephyrContext
+    except ImportError:
+        from zephyr.execution import ZephyrContext
+    return ZephyrContext
 
+
+class WarningsSeen(logging.Handler):
+    """Records what any logger says at WARNING or above (Zephyr's workers and coordinator on
+    the local backend are threads of this process)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: list[dict[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(
+            {
+                "level": record.levelname,
+                "logger": record.name,
+                "function": record.funcName,
+                "message": record.getMessage()[:300],
+            }
+        )
+
+
+def read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
+    """Every row of the JSONL files at ``paths`` (gzip ones by their name), read here."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(paths):
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            rows.extend(json.loads(line) for line in f if line.strip())
+    return rows
+
+
+def is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def run_more(ctx: Any, work: str) -> dict[str, bool]:
+    """The ``--more`` pipelines: documents written as jsonl.gz; read back by Zephyr, through
+    ``deduplicate``, and through ``reshard`` into more files than were read."""
+    from zephyr.dataset import Dataset
+
+    docs = [{"id": i, "text": f"text-{i % DISTINCT_TEXTS}"} for i in range(DOCS)]
+    gz = os.path.join(work, "gz")
+    written = ctx.execute(
+        Dataset.from_list(chunks(docs))
+        .flat_map(each)
+        .write_jsonl(os.path.join(gz, "part-{shard:05d}.jsonl.gz"))
+    ).results
+    files = sorted(glob.glob(os.path.join(gz, "*.jsonl.gz")))
+    reread = Dataset.from_files(os.path.join(gz, "*.jsonl.gz")).load_jsonl()
+
+    unique = ctx.execute(reread.deduplicate(key=text_of)).results
+    texts = sorted(d["text"] for d in unique)
+
+    resharded = os.path.join(work, "resharded")
+    ctx.execute(
+        reread.reshard(RESHARD_TO)
+        .map(tagged)
+        .write_jsonl(os.path.join(resharded, "part-{shard:05d}.jsonl"))
+    )
+    reshard_files = glob.glob(os.path.join(resharded, "*.jsonl"))
+    reshard_rows = sorted(read_jsonl(reshard_files), key=lambda d: d["id"])
+
+    return {
+        "jsonl_gz": len(written) == len(files) == SHARDS
+        and all(is_gzip(f) for f in files)
+        and sorted(read_jsonl(files), key=lambda d: d["id"]) == docs,
+        "deduplicate": texts == sorted({d["text"] for d in docs})
+        and all(d in docs for d in unique),
+        "reshard": len(reshard_files) == RESHARD_TO and reshard_rows == [tagged(d) for d in docs],
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from rigging.log_setup import configure_logging
+
+    # Zephyr's stages set up logging through rigging, which clears the root logger's handlers
+    # the first time: set it up first, then listen.
+    configure_logging(level=logging.INFO)
+    warnings = WarningsSeen()
+    logging.getLogger().addHandler(warnings)
+    try:
+        summary = run_pipelines(args)
+    finally:
+        logging.getLogger().removeHandler(warnings)
+    summary["warnings"] = warnings.seen
+    return summary
+
+
+def run_pipelines(args: argparse.Namespace) -> dict[str, Any]:
     import fray
 
     client = fray.current_client()
     work = args.work_dir or tempfile.mkdtemp(prefix="zephyr-on-fray-")
-    ctx = ZephyrContext(
+    ctx = zephyr_context_class()(
         client=client,
         max_workers=args.workers,
         chunk_storage_prefix=os.path.join(work, "chunks"),
@@ -121,7 +236,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         max_execution_retries=3,
     )
     ctx.put("offset", OFFSET)
+    if args.shared_pool and not hasattr(ctx, "__enter__"):
+        raise SystemExit("--shared-pool needs Zephyr 0.2.2xx (`with ZephyrContext(...)`)")
     started = time.monotonic()
+    # A dedicated pool per `execute` (Marin's usual way), or one for them all.
+    with ctx if args.shared_pool else contextlib.nullcontext():
+        groups, rows, checks = run_basic(ctx, args, work)
+        if args.more:
+            checks.update(run_more(ctx, work))
+    return {
+        "backend": getattr(client, "scheme", type(client).__name__),
+        "groups": groups,
+        "rows": len(rows),
+        "checks": checks,
+        "ok": all(checks.values()),
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def run_basic(
+    ctx: Any, args: argparse.Namespace, work: str
+) -> tuple[list[dict[str, Any]], list[dict[str, int]], dict[str, bool]]:
+    """The two pipelines every run has: numbers through a group_by, records into JSONL."""
+    from zephyr.dataset import Dataset
 
     numbers = Dataset.from_list(chunks(list(range(NUMBERS)))).flat_map(each)
     if args.kill_worker:
@@ -150,14 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "written_rows": rows == [{"id": i, "value": 2 * i} for i in range(RECORDS)],
         "worker_killed": (not args.kill_worker) or os.path.exists(os.path.join(work, "killed.pid")),
     }
-    return {
-        "backend": getattr(client, "scheme", type(client).__name__),
-        "groups": groups,
-        "rows": len(rows),
-        "checks": checks,
-        "ok": all(checks.values()),
-        "seconds": round(time.monotonic() - started, 2),
-    }
+    return groups, rows, checks
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -166,6 +296,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--workers", type=int, default=2, help="Zephyr worker actors")
     parser.add_argument("--kill-worker", action="store_true", help="kill one worker mid-stage")
+    parser.add_argument(
+        "--more", action="store_true", help="also jsonl.gz read back, deduplicate and reshard"
+    )
+    parser.add_argument(
+        "--shared-pool",
+        action="store_true",
+        help="run every pipeline on one worker pool (`with ZephyrContext(...)`, Zephyr 0.2.2xx)",
+    )
     parser.add_argument("--work-dir", help="where chunks and outputs go (default: a temp dir)")
     parser.add_argument("--report", help="also write the summary as JSON here")
     return parser.parse_args(argv)
