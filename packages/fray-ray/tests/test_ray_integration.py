@@ -188,6 +188,21 @@ def test_fields_ray_does_not_honour_are_refused(client: RayClient) -> None:
     assert caught.value.field == "JobRequest.processes_per_task"
 
 
+def test_setup_scripts_are_not_run_on_ray_and_that_is_said(
+    client: RayClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripts = EnvironmentConfig(setup_scripts=["uv sync"], sync_packages=["pkg"])
+    request = JobRequest(
+        name="setup",
+        entrypoint=Entrypoint.from_callable(node_id),
+        resources=ResourceConfig(cpu=0.5),
+        environment=scripts,
+    )
+    assert client.submit(request).result(timeout=120)
+    said = [r.getMessage() for r in caplog.records if "ignores EnvironmentConfig" in r.getMessage()]
+    assert len(said) == 2 and any("sync_packages" in text for text in said)
+
+
 def sleep_for(seconds: float) -> str:
     import time
 

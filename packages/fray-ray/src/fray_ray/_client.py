@@ -166,6 +166,7 @@ class RayClient(JobDataClient):
     scheme = "ray"
     capabilities = RAY
     handle_type = RayJobHandle
+    ignores = ("setup_scripts", "sync_packages")
 
     def __init__(
         self,
