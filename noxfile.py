@@ -205,6 +205,9 @@ def examples(session: nox.Session) -> None:
 
     Each test runs ``python examples/<name>.py`` with ``FRAY_CLIENT_SPEC`` set, against a
     local Ray and an in-process Iris cluster that the tests start, and checks the outputs.
+    With every package installed, it also runs fray-core's checks that need the others
+    (the predecessor's ``fray.iris_backend`` names, backend discovery), which ``tests``
+    skips there.
     """
     _sync(session, "--all-packages", "--group", "examples")
     env = dict(_ENV)
@@ -213,6 +216,8 @@ def examples(session: nox.Session) -> None:
         "-m",
         "pytest",
         "examples/tests",
+        "packages/fray-core/tests/compat",
+        "packages/fray-core/tests/test_client_resolution.py",
         "--ignore=examples/tests/test_zephyr_example.py",
         "-p",
         "no:cacheprovider",

@@ -168,6 +168,8 @@ def test_shut_down_default_is_replaced() -> None:
 def test_iris_context_without_fray_iris_falls_back(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # fray-iris installed (its context hook registered) but failing to import.
+    pytest.importorskip("fray_iris")
     monkeypatch.setenv("IRIS_CONTROLLER_ADDRESS", "http://127.0.0.1:1")
     monkeypatch.setenv("IRIS_TASK_ID", "/u/job/0")
     monkeypatch.setitem(sys.modules, "fray_iris", None)
