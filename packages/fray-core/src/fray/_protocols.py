@@ -12,7 +12,6 @@ from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceCon
 
 __all__ = ["ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"]
 
-T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -154,16 +153,21 @@ class ActorGroup(Protocol):
         ...
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
-        """Blocks until ``count`` actors (all when ``None``) are ready; returns their handles.
+        """Blocks until ``count`` actors are ready; returns their handles. By default, every
+        actor that has not ended cleanly (set its ``shutdown_event``, or was stopped): once all
+        have, that is none, and this returns ``[]``.
 
         Raises:
-            ActorError: Too many actors failed to start for ``count`` to be reached.
-            JobTimeoutError: ``timeout`` seconds passed first.
+            InvalidRequestError: ``count`` is not an integer from 0 to the group size.
+            ActorError: Too many actors failed for ``count`` to become ready (the first
+                failure is chained).
+            JobTimeoutError: ``timeout`` seconds passed first; it says why the actors still
+                pending wait, where the backend can tell.
         """
         ...
 
     def discover_new(self) -> list[Any]:
-        """Handles of ready actors not returned by an earlier call."""
+        """Handles of ready actors not returned by an earlier ``wait_ready``/``discover_new``."""
         ...
 
     def statuses(self) -> list[JobStatus]:
@@ -176,7 +180,8 @@ class ActorGroup(Protocol):
         ...
 
     def shutdown(self) -> None:
-        """Stops every actor of the group; none is left behind."""
+        """Stops every actor of the group, none left behind; later calls fail with
+        ``ActorDiedError``."""
         ...
 
 
@@ -198,7 +203,7 @@ class Client(Protocol):
 
     def create_actor(
         self,
-        actor_class: type[T],
+        actor_class: type[Any],
         *args: Any,
         name: str,
         resources: ResourceConfig | None = None,
@@ -210,7 +215,7 @@ class Client(Protocol):
 
     def create_actor_group(
         self,
-        actor_class: type[T],
+        actor_class: type[Any],
         *args: Any,
         name: str,
         count: int,
@@ -223,7 +228,7 @@ class Client(Protocol):
 
     def host_actor(
         self,
-        actor_class: type[T],
+        actor_class: type[Any],
         *args: Any,
         name: str,
         actor_config: ActorConfig | None = None,

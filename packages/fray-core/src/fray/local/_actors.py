@@ -15,7 +15,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from fray._actor import ActorContext, HostedActor, ShutdownEvent, restart_allowed
 from fray._bound import bound
@@ -202,7 +202,6 @@ class LocalActor(ActorMember):
         return ActorDiedError(f"actor {self.name} exited (SystemExit({exc.code!r}))")
 
     def construct(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Runs the class's ``__init__`` and reports the outcome."""
         self.init = (cls, args, kwargs)
         token = bound.set((self.system.client, self.context))
         try:
@@ -216,8 +215,7 @@ class LocalActor(ActorMember):
             bound.reset(token)
             self.ready.set()
 
-    def _ended(self) -> None:
-        """The actor set its ``shutdown_event`` (itself, or through ``fail``)."""
+    def _ended(self) -> None:  # the actor set its shutdown_event (itself, or through fail)
         failure = self.context.failure
         if failure is None:
             self.end(JobStatus.SUCCEEDED)
@@ -244,25 +242,11 @@ class LocalActor(ActorMember):
             self.end(JobStatus.FAILED, error)
 
     def end(self, status: JobStatus, error: BaseException | None = None) -> None:
-        """Ends the actor with ``status``: it takes no more calls."""
         if self.hosted:
             self.system.stop([self], status, error)
         else:
             self.set_status(status, error)
             self.mailbox.close()
-
-
-def _lookup(key: str) -> LocalActor:
-    actor = _ACTORS.get(key)
-    if actor is None:
-        if key in _STOPPED:
-            raise ActorDiedError(f"actor {key.rsplit('/', 1)[-1]} was shut down")
-        raise ActorError(
-            f"in-process actor {key!r} is not in this process. Local actors live in the driver "
-            "process: call them from the driver or from thread jobs of the same LocalClient "
-            "(a job with env vars or isolation='process' runs in another process)"
-        )
-    return actor
 
 
 class LocalActorMethod:
@@ -327,7 +311,16 @@ class LocalActorHandle:
     def _actor(self) -> LocalActor:
         actor = self._resolved
         if actor is None:
-            actor = self._resolved = _lookup(self._key)
+            actor = self._resolved = _ACTORS.get(self._key)
+            if actor is None:
+                if self._key in _STOPPED:
+                    raise ActorDiedError(f"actor {self.name} was shut down")
+                raise ActorError(
+                    f"in-process actor {self._key!r} is not in this process. Local actors live "
+                    "in the driver process: call them from the driver or from thread jobs of the "
+                    "same LocalClient (a job with env vars or isolation='process' runs in "
+                    "another process)"
+                )
         if actor.status is not _RUNNING:
             if actor.status is JobStatus.PENDING:
                 actor.ready.wait()
@@ -364,13 +357,9 @@ class LocalActorHandle:
 class LocalActorGroup(BaseActorGroup):
     """In-process actors of one class; see ``fray.ActorGroup``."""
 
-    def __init__(self, system: InProcessActors, name: str, actors: list[LocalActor]) -> None:
-        super().__init__(name, actors)
-        self._system = system
-        self.actors = actors
-
     def _stop(self, members: list[ActorMember]) -> None:
-        self._system.stop(self.actors)
+        actors = cast("list[LocalActor]", members)
+        actors[0].system.stop(actors)
 
 
 class InProcessActors:
@@ -400,9 +389,9 @@ class InProcessActors:
         self.future_type = future_type
         self.lock = threading.Lock()
         self.actors: dict[str, LocalActor] = {}  # by name; a stopped actor's name is free
-        self.groups: list[LocalActorGroup] = []
 
-    def _add(self, names: list[str], group: str, config: ActorConfig) -> list[LocalActor]:
+    def _add(self, names: list[str], group: str, config: ActorConfig | None) -> list[LocalActor]:
+        config = config or ActorConfig()
         with self.lock:
             for name in names:
                 old = self.actors.get(name)
@@ -422,17 +411,14 @@ class InProcessActors:
         cls: type[Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        *,
         name: str,
         count: int,
-        config: ActorConfig,
+        config: ActorConfig | None,
     ) -> LocalActorGroup:
         """``count`` actors named ``{name}-{i}``, constructed now (``synchronous``) or in the
         background."""
         actors = self._add([f"{name}-{i}" for i in range(count)], name, config)
-        group = LocalActorGroup(self, name, actors)
-        with self.lock:
-            self.groups.append(group)
+        group = LocalActorGroup(name, actors)
         for actor in actors:
             if self.synchronous:
                 actor.construct(cls, args, kwargs)
@@ -452,7 +438,7 @@ class InProcessActors:
         kwargs: dict[str, Any],
         *,
         name: str,
-        config: ActorConfig,
+        config: ActorConfig | None,
     ) -> HostedActor:
         """An actor named ``name`` constructed now, in this thread; its handle works from
         this process (the driver, thread jobs, actors).

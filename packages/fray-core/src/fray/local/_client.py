@@ -18,6 +18,7 @@ meaning on one machine and are accepted as no-ops.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 import re
@@ -44,16 +45,14 @@ _THREAD_STOP_WAIT_S = 0.5
 _KILL_WAIT_S = 2.0
 
 
-def _requirement_name(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
-
-
-def _installed(name: str) -> bool:
+def _not_installed(requirement: str) -> str | None:
+    """The name of the package ``requirement`` asks for, if it is not installed here."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
     try:
         importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+        return name
+    return None
 
 
 def _check_packages(request: JobRequest) -> None:
@@ -63,8 +62,8 @@ def _check_packages(request: JobRequest) -> None:
     if env is None:
         return
     for requirement in env.pip_packages:
-        name = _requirement_name(requirement)
-        if not _installed(name):
+        name = _not_installed(requirement)
+        if name is not None:
             raise InvalidRequestError.for_field(
                 "EnvironmentConfig.pip_packages",
                 requirement,
@@ -101,8 +100,8 @@ def _check_extras(extras: Sequence[str], start: str) -> None:
                 f"one of the extras {path} declares: {', '.join(sorted(declared)) or 'none'}",
             )
         for requirement in declared[extra]:
-            name = _requirement_name(requirement)
-            if ";" not in requirement and not _installed(name):
+            name = None if ";" in requirement else _not_installed(requirement)
+            if name is not None:
                 raise InvalidRequestError.for_field(
                     field,
                     extra,
@@ -144,19 +143,17 @@ def _payload(request: JobRequest) -> bytes:
         ) from err
 
 
+@dataclasses.dataclass(slots=True)
 class LocalData:
     """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
     pickled callable, its private folder, the variables delivering its secrets, and the
     current attempt's replicas."""
 
-    __slots__ = ("payload", "process", "replicas", "secrets", "workdir")
-
-    def __init__(self, process: bool, payload: bytes | None) -> None:
-        self.process = process
-        self.payload = payload
-        self.workdir: str | None = None
-        self.secrets: dict[str, str] = {}  # variables that deliver its secrets
-        self.replicas: list[Any] = []
+    process: bool
+    payload: bytes | None
+    workdir: str | None = None
+    secrets: dict[str, str] = dataclasses.field(default_factory=dict[str, str])
+    replicas: list[Any] = dataclasses.field(default_factory=list[Any])
 
 
 class LocalClient(BaseClient):
@@ -273,11 +270,9 @@ class LocalClient(BaseClient):
         actor_config: ActorConfig | None,
         single: bool,
     ) -> Any:
-        """Creates ``count`` actors named ``{name}-{i}``; each ``__init__`` runs in the
-        background, so this returns at once. Use ``wait_ready`` to wait for them."""
+        # Each __init__ runs in the background: this returns at once.
         del resources, single
-        config = actor_config or ActorConfig()
-        return self._actors.create(actor_class, args, kwargs, name=name, count=count, config=config)
+        return self._actors.create(actor_class, args, kwargs, name, count, actor_config)
 
     def _host_actor(
         self,
@@ -287,11 +282,7 @@ class LocalClient(BaseClient):
         name: str,
         actor_config: ActorConfig | None,
     ) -> HostedActor:
-        """Runs the actor here, in the calling thread, and returns once ``__init__`` has
-        run. Its handle works as every local actor's does: from this process (the driver,
-        thread jobs and actors)."""
-        config = actor_config or ActorConfig()
-        return self._actors.host(actor_class, args, kwargs, name=name, config=config)
+        return self._actors.host(actor_class, args, kwargs, name=name, config=actor_config)
 
     # -- shutdown ----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextvars
 import ctypes
+import dataclasses
 import queue
 import threading
 from collections.abc import Callable
@@ -25,15 +26,6 @@ __all__ = ["JobThreads", "Terminated", "run_threads", "stop_threads"]
 class Terminated(BaseException):
     """Raised inside a thread job that was stopped (a BaseException, so ``except
     Exception`` in user code does not swallow it)."""
-
-
-def _inject_stop(thread_id: int) -> None:
-    """Raises :class:`Terminated` in the thread ``thread_id`` at its next check of the
-    interpreter's eval breaker (a Python call or loop); best effort: a thread blocked in C
-    (a lock, a socket, ``time.sleep``) sees it only when it returns to Python."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(Terminated)
-    )
 
 
 def _deliver_pending() -> None:
@@ -83,22 +75,24 @@ class JobThreads:
             self._work.put(None)
 
 
+@dataclasses.dataclass(slots=True)
 class _Replica:
     """One thread of a thread attempt."""
 
-    __slots__ = ("in_user_code", "index", "thread_id")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.thread_id: int | None = None
-        self.in_user_code = False
+    index: int
+    thread_id: int | None = None
+    in_user_code: bool = False
 
 
 def stop_threads(replicas: list[Any]) -> None:
-    """Under the job's lock: injects a stop into every replica running user code."""
+    """Under the job's lock: raises :class:`Terminated` in every replica running user code,
+    at its thread's next check of the interpreter's eval breaker (a Python call or loop); a
+    thread blocked in C (a lock, a socket, ``time.sleep``) sees it only when it returns."""
     for replica in replicas:
         if replica.in_user_code and replica.thread_id is not None:
-            _inject_stop(replica.thread_id)
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(replica.thread_id), ctypes.py_object(Terminated)
+            )
 
 
 def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
@@ -138,7 +132,7 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     failed = [error for error in errors if error is not None]
     if failed:
         return Outcome.failed(failed[0], failed_tasks=len(failed))
-    return Outcome.succeeded(results[0] if count == 1 else results)
+    return Outcome.succeeded(results)
 
 
 def _run_replica(client: LocalClient, job: JobRecord, replica: _Replica) -> Any:
