@@ -37,14 +37,7 @@ from fray.errors import (
 )
 
 if TYPE_CHECKING:
-    from fray._protocols import (
-        ActorFuture,
-        ActorGroup,
-        ActorHandle,
-        ActorMethod,
-        Client,
-        JobHandle,
-    )
+    from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod, Client, JobHandle
     from fray._resources import ANY_REGION
     from fray._types import (
         ActorConfig,

@@ -20,7 +20,6 @@ __all__ = [
     "ClientSpec",
     "client_from_spec",
     "current_client",
-    "explain_current_client",
     "isolated_backends",
     "parse_client_spec",
     "register_backend",
@@ -244,38 +243,21 @@ def _context_hooks() -> list[Callable[[], Any]]:
     return _contexts
 
 
-def _from_context() -> tuple[Any, str] | None:
+def _from_context() -> Any:
     for hook in _context_hooks():
         found = hook()
         if found is not None:
             key, scheme, build, why = found
             override = _REGISTERED.get(scheme)
             if override is not None:  # a registered factory stands in (fray_testing)
-                return override(ClientSpec(scheme, None, {}, scheme)), why
+                return override(ClientSpec(scheme, None, {}, scheme))
             try:
-                return _shared(key, build), why
+                return _shared(key, build)
             except ImportError as err:
                 import logging
 
                 logging.getLogger("fray").warning("%s, but %s; looking further", why, err)
     return None
-
-
-def _resolve() -> tuple[Any, str]:
-    explicit = bound.get()[0]
-    if explicit is not None:
-        return explicit, "set explicitly with set_current_client()"
-    spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
-    if spec:
-        reason = f"{FRAY_CLIENT_SPEC}={spec!r}"
-        return _shared(spec, lambda: client_from_spec(spec, FRAY_CLIENT_SPEC)), reason
-    found = _from_context()
-    if found is not None:
-        return found
-    ray = sys.modules.get("ray")
-    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
-        return _shared("ray", lambda: client_from_spec("ray")), "ray.init() was already called"
-    return _shared("local", lambda: client_from_spec("local")), "the default (no spec, no cluster)"
 
 
 def current_client() -> Any:
@@ -287,12 +269,19 @@ def current_client() -> Any:
     local client. Clients built from the environment are shared per process, so jobs
     submitted earlier stay visible to ``get_job``.
     """
-    return _resolve()[0]
-
-
-def explain_current_client() -> tuple[Any, str]:
-    """``current_client()`` and the reason it was chosen (for ``fray doctor``)."""
-    return _resolve()
+    explicit = bound.get()[0]
+    if explicit is not None:
+        return explicit
+    spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
+    if spec:
+        return _shared(spec, lambda: client_from_spec(spec, FRAY_CLIENT_SPEC))
+    found = _from_context()
+    if found is not None:
+        return found
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return _shared("ray", lambda: client_from_spec("ray"))
+    return _shared("local", lambda: client_from_spec("local"))
 
 
 def forget_default(client: Any) -> None:

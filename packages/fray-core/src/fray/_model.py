@@ -9,21 +9,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Self, cast
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Strict,
-    ValidationError,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict, ValidationError
 
-from fray._secrets import REDACTED, is_secret_name, redact_env, redacted
+from fray._secrets import REDACTED, redacted
 from fray.errors import InvalidRequestError
 
 __all__ = [
-    "MEMORY_ALLOWED",
-    "REDACTED",
     "Bool",
     "Float",
     "Int",
@@ -33,13 +24,9 @@ __all__ = [
     "SeqOf",
     "Str",
     "StrSeq",
-    "as_seq",
     "as_tuple",
-    "is_secret_name",
     "memory_field",
     "parse_memory",
-    "redact_env",
-    "redacted",
     "reject_reserved",
 ]
 

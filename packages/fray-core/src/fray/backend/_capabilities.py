@@ -30,17 +30,10 @@ __all__ = ["Capabilities", "Limit", "capabilities_of", "known_targets", "resourc
 
 @dataclass(frozen=True)
 class Limit:
-    """One refusal: the field (a path under :class:`~fray.JobRequest`), what is allowed
-    there, and the test that finds a request breaking it.
-
-    Attributes:
-        field: ``resources.disk``, ``environment.extras``, ``isolation``, ...
-        allowed: What the backend allows, and why; the error's text and the README's.
-        breaks: True for a request the backend refuses.
-        on_resources: For a ``resources.*`` limit, the same test on a bare
-            :class:`~fray.ResourceConfig`, so actors are checked too; ``None`` for limits
-            that only jobs have.
-    """
+    """One refusal: the ``field`` (a path under :class:`~fray.JobRequest`), what is
+    ``allowed`` there and why (the error's text and the README's), and ``breaks``, true for
+    a request the backend refuses; for a ``resources.*`` limit, ``on_resources`` is the same
+    test on a bare :class:`~fray.ResourceConfig`, so actors are checked too."""
 
     field: str
     allowed: str
@@ -117,7 +110,7 @@ def _is_tpu(r: JobRequest) -> bool:
     return isinstance(r.resources.device, TpuConfig)
 
 
-def _sets_env_vars(r: JobRequest) -> bool:
+def sets_env_vars(r: JobRequest) -> bool:
     """Whether the job asks for an env var the driver does not already have (a value equal
     to the driver's own, such as ``create_environment()``'s defaults, needs no process)."""
     env = r.environment.env_vars if r.environment else {}
@@ -148,6 +141,24 @@ def _one_process_per_replica(who: str) -> Limit:
     )
 
 
+def _ray_tpu(name: str, what: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
+    return Limit(
+        f"resources.{name}",
+        "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
+        f"not by {what}",
+        lambda r: _is_tpu(r) and breaks(r.resources),
+    )
+
+
+def _ray_command(name: str, empty: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
+    return Limit(
+        f"resources.{name}",
+        f"{empty} for a command job on Ray: Ray's Jobs API cannot place a command by region, "
+        "zone or GPU alternatives; run the command from a callable job instead",
+        lambda r: not r.entrypoint.is_callable and breaks(r.resources),
+    )
+
+
 LOCAL = Capabilities(
     "local",
     "the local backend",
@@ -162,7 +173,7 @@ LOCAL = Capabilities(
             "isolation",
             "env vars need a process of their own (unless the driver has the same values); "
             "use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and _sets_env_vars(r),
+            lambda r: r.isolation == "thread" and sets_env_vars(r),
         ),
         Limit(
             "isolation",
@@ -217,41 +228,16 @@ RAY = Capabilities(
             "types (an accelerator-type label); a TPU gang claims one TPU type",
             lambda res: bool(res.device_alternatives) and not isinstance(res.device, GpuConfig),
         ),
-        Limit(
-            "resources.regions",
-            "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
-            "not by region",
-            lambda r: _is_tpu(r) and bool(r.resources.regions),
-        ),
-        Limit(
-            "resources.zone",
-            "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
-            "not by zone",
-            lambda r: _is_tpu(r) and r.resources.zone is not None,
-        ),
+        _ray_tpu("regions", "region", lambda res: bool(res.regions)),
+        _ray_tpu("zone", "zone", lambda res: res.zone is not None),
         Limit(
             "resources.preemptible",
             "True for a TPU job on Ray: TPU slices are never the head node",
             lambda r: _is_tpu(r) and not r.resources.preemptible,
         ),
-        Limit(
-            "resources.regions",
-            "unset for a command job on Ray: Ray's Jobs API cannot place a command by "
-            "region, zone or GPU alternatives; run the command from a callable job instead",
-            lambda r: not r.entrypoint.is_callable and bool(r.resources.regions),
-        ),
-        Limit(
-            "resources.zone",
-            "unset for a command job on Ray: Ray's Jobs API cannot place a command by "
-            "region, zone or GPU alternatives; run the command from a callable job instead",
-            lambda r: not r.entrypoint.is_callable and r.resources.zone is not None,
-        ),
-        Limit(
-            "resources.device_alternatives",
-            "empty for a command job on Ray: Ray's Jobs API cannot place a command by "
-            "region, zone or GPU alternatives; run the command from a callable job instead",
-            lambda r: not r.entrypoint.is_callable and bool(r.resources.device_alternatives),
-        ),
+        _ray_command("regions", "unset", lambda res: bool(res.regions)),
+        _ray_command("zone", "unset", lambda res: res.zone is not None),
+        _ray_command("device_alternatives", "empty", lambda res: bool(res.device_alternatives)),
         Limit(
             "scheduling_timeout",
             "unset for a command job on Ray: Ray's Jobs API reports a job PENDING both while "

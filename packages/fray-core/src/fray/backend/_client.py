@@ -243,22 +243,15 @@ class BaseClient:
                 )
 
     def _prepare(self, request: JobRequest) -> Any:
-        """Checks what only this backend can check in a request and works out, once, what
-        its attempts need; the result is the record's ``data``.
-
-        Raises:
-            InvalidRequestError: Naming the field refused and what is allowed.
-        """
+        """Checks what only this backend can check in a request (an ``InvalidRequestError``
+        names the field) and works out, once, what its attempts need: the record's ``data``."""
         del request
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
-        """A new job's id: its name as an id part and :meth:`_serial`, under its parent's."""
-        part = f"{job_id_part(name)}-{self._serial()}"
+        """A new job's id: its name as an id part and 8 hex digits of a count, under its
+        parent's."""
+        part = f"{job_id_part(name)}-{next(self._serials) & 0xFFFFFFFF:08x}"
         return f"{parent_id}/{part}" if parent_id else part
-
-    def _serial(self) -> str:
-        """What makes a new job's id unique in this client: 8 hex digits of a count."""
-        return f"{next(self._serials) & 0xFFFFFFFF:08x}"
 
     @staticmethod
     def _call_later(delay: float, fn: Callable[..., None], *args: Any) -> None:

@@ -42,20 +42,14 @@ def validate_actor_args(
 
 
 class ActorMember:
-    """One actor of a group, as its group sees it: a handle and a state.
-
-    Backends subclass it to hold what they need (a Ray ready-ref, an Iris job) and report
-    changes with :meth:`set_status`.
+    """One actor of a group, as its group sees it: ``index``, ``name`` (``{group}-{index}``),
+    ``handle`` and a state. Backends subclass it to hold what they need (a Ray ready-ref, an
+    Iris job) and report changes with :meth:`set_status`.
 
     Attributes:
-        index: Its index in the group, from 0.
-        name: ``{group}-{index}``.
-        handle: The handle callers use.
         status: PENDING until its ``__init__`` has run, then RUNNING; at its end SUCCEEDED
             (it set its ``shutdown_event``), FAILED or STOPPED.
         error: What made it FAILED, if known.
-        pending_reason: Why it waits to be placed, where its backend can tell (see
-            :meth:`BaseActorGroup._pending_reasons`).
     """
 
     def __init__(self, index: int, name: str, handle: Any) -> None:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from fray._client import BUILTIN_BACKENDS
-from fray._model import redact_env
+from fray._secrets import redact_env
 from fray.cli._common import (
     add_command,
     choose_spec,

@@ -32,7 +32,7 @@ from typing import Any
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilities_of
-from fray.backend._capabilities import has_secrets
+from fray.backend._capabilities import has_secrets, sets_env_vars
 from fray.errors import InvalidRequestError
 from fray.local._actors import InProcessActors
 from fray.local._jobs import LocalJobHandle, grace_seconds
@@ -117,11 +117,9 @@ def _needs_process(request: JobRequest) -> bool:
     must is refused by the local capability table)."""
     if request.isolation != "auto":
         return request.isolation == "process"
-    # Variables the driver already has, with the same values, need no process of their own.
-    env = request.environment.env_vars if request.environment is not None else {}
-    has_env = any(os.environ.get(name) != value for name, value in env.items())
-    is_tpu = isinstance(request.resources.device, TpuConfig)
-    return not request.entrypoint.is_callable or has_env or is_tpu or has_secrets(request)
+    if not request.entrypoint.is_callable or isinstance(request.resources.device, TpuConfig):
+        return True
+    return sets_env_vars(request) or has_secrets(request)
 
 
 def _payload(request: JobRequest) -> bytes:
