@@ -13,6 +13,7 @@ fsspec) load only when first used.
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +128,6 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
-    import importlib
-
     if name in __all__:
         for module in map(importlib.import_module, _LAZY):
             if hasattr(module, name):

@@ -19,11 +19,9 @@ class ActorContext:
 
     Attributes:
         handle: A handle to this actor itself (picklable; give it to others).
-        index: This actor's index in its group, from 0 (a hosted actor is index 0 of a
-            group named after it).
-        group_name: The group's name (actors are named ``{group_name}-{index}``).
+        index: Its index in the group ``group_name`` (a hosted actor: 0, of its own name).
         shutdown_event: Set it to end this actor cleanly: it takes no more calls and its
-            status becomes SUCCEEDED, with no restart. Every backend provides one.
+            status becomes SUCCEEDED, with no restart.
     """
 
     handle: Any

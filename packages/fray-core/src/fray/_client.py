@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -26,18 +27,14 @@ __all__ = [
     "set_current_client",
 ]
 
+logger = logging.getLogger("fray")
+
 
 @dataclasses.dataclass(frozen=True)
 class ClientSpec:
-    """A parsed ``FRAY_CLIENT_SPEC``.
-
-    Attributes:
-        scheme: The backend (``local``, ``ray``, ``iris``, ``fake`` or a plugin's).
-        address: ``host:port`` after ``://``, or ``None``.
-        params: The ``?key=value`` pairs.
-        raw: The spec as written.
-        field: Where it was written, for error messages (``FRAY_CLIENT_SPEC``, ``--spec``).
-    """
+    """A parsed ``FRAY_CLIENT_SPEC``: the backend's ``scheme``, the ``address`` after
+    ``://`` (or ``None``), the ``?key=value`` ``params``, the ``raw`` spec and the ``field``
+    it was written in (``FRAY_CLIENT_SPEC``, ``--spec``), for error messages."""
 
     scheme: str
     address: str | None
@@ -231,9 +228,7 @@ def _context_hooks() -> list[Callable[[], Any]]:
                 try:
                     hooks.append(ep.load())
                 except ImportError as err:
-                    import logging  # only on this path: keeps `import fray` cheap
-
-                    logging.getLogger("fray").warning(
+                    logger.warning(
                         "the %s backend's context check could not be loaded (%s); running as "
                         "if outside that cluster",
                         ep.name.removesuffix(".context"),
@@ -254,9 +249,7 @@ def _from_context() -> Any:
             try:
                 return _shared(key, build)
             except ImportError as err:
-                import logging
-
-                logging.getLogger("fray").warning("%s, but %s; looking further", why, err)
+                logger.warning("%s, but %s; looking further", why, err)
     return None
 
 

@@ -33,16 +33,8 @@ TpuType = str
 
 @dataclasses.dataclass(frozen=True)
 class TpuTopologyInfo:
-    """One TPU slice type, as the predecessor's table listed it (``fray.topology`` has more:
-    the generation and HBM).
-
-    Attributes:
-        name: The canonical slice name, e.g. ``"v5p-16"``.
-        chip_count: Chips in one slice.
-        host_count: Physical hosts in one slice.
-        vm_count: VMs (workers) in one slice.
-        chips_per_vm: Chips attached to each VM.
-    """
+    """One TPU slice type, as the predecessor's table listed it (``fray.topology.TpuTopology``
+    has the same fields, and the generation and HBM)."""
 
     name: str
     chip_count: int

@@ -59,16 +59,10 @@ class JobHandle(Protocol):
     def logs(
         self, max_lines: int | None = 0, *, follow: bool = False, include_children: bool = False
     ) -> tuple[str, ...] | Iterator[str]:
-        """The job's output lines (stdout and stderr), without trailing newlines: a tuple of
-        those so far, or with ``follow`` an iterator that also yields new ones until the job
-        (and its children, if included) has finished.
-
-        Args:
-            max_lines: Only the last ``max_lines`` lines so far, then (with ``follow``) the
-                new ones; 0 or ``None``: every line.
-            follow: Keep yielding new lines until the job finishes.
-            include_children: Interleave the lines of child jobs, each prefixed with
-                ``[child-id]``.
+        """The job's output lines (stdout and stderr, without newlines) so far, the last
+        ``max_lines`` of them (0 or ``None``: all); with ``follow``, an iterator that goes on
+        with new ones until the job (and its children, if included) has finished.
+        ``include_children`` interleaves child jobs' lines, each prefixed with ``[child-id]``.
         """
         ...
 
@@ -116,14 +110,10 @@ class ActorMethod(Protocol[T_co]):
         ...
 
     def submit(self, *args: Any, **kwargs: Any) -> ActorFuture[T_co]:
-        """Starts a long-running call: where calls travel over a connection (hosted
-        actors), the caller polls for the outcome and survives a dropped connection, and
-        ``result(timeout)`` cancels the call on the server when ``timeout`` passes. Where
-        they do not, the same as :meth:`remote`.
-
-        Raises (from ``result``):
-            ActorUnavailableError: The server no longer knows the call.
-        """
+        """Starts a long-running call: over a connection (hosted actors), the caller polls
+        for the outcome, survives a dropped connection, and ``result(timeout)`` cancels the
+        call on the server (``ActorUnavailableError``: the server no longer knows it);
+        elsewhere the same as :meth:`remote`."""
         ...
 
 
@@ -234,21 +224,16 @@ class Client(Protocol):
         actor_config: ActorConfig | None = None,
         **kwargs: Any,
     ) -> HostedActor:
-        """Runs ``actor_class(*args, **kwargs)`` in this process and serves its methods to
-        the backend; returns once ``__init__`` has run. ``HostedActor.handle`` pickles and
-        can be called from jobs and actors anywhere on the backend; ``shutdown()`` stops
-        serving. Inside the instance ``current_actor()`` is index 0 of a group named
-        ``name``; setting its ``shutdown_event`` (or ``fail``) stops serving.
-
-        Raises:
-            ActorError: ``__init__`` raised (chained), or this backend cannot host here.
-        """
+        """Runs ``actor_class(*args, **kwargs)`` in this process and serves its methods (an
+        ``ActorError`` if ``__init__`` raised, or the backend cannot host here); its
+        picklable ``handle`` works from jobs and actors anywhere on the backend, until
+        ``shutdown()`` or its own ``shutdown_event`` (it is index 0 of a group ``name``)."""
         ...
 
     def list_jobs(self) -> list[JobInfo]:
-        """Every job this client knows of, oldest first. A client that keeps its own records
-        (local, Ray, fake) keeps every unfinished job and the most recent finished ones,
-        ``FRAY_JOB_HISTORY`` of them (default 10,000); Iris asks its controller."""
+        """Every job this client knows of, oldest first (unfinished ones and the last
+        ``FRAY_JOB_HISTORY`` finished ones, where the client keeps its own records)."""
+
         ...
 
     def get_job(self, job_id: str) -> JobHandle:

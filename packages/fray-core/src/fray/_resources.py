@@ -26,8 +26,6 @@ from fray.errors import InvalidRequestError
 
 __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
 
-# ---------------------------------------------------------------------------------------------
-# Devices
 
 GPU_TYPES: tuple[str, ...] = (
     "A10",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from fray.errors import JobTimeoutError
+from fray.errors import InvalidRequestError, JobTimeoutError
 
 if TYPE_CHECKING:
     from fray._types import JobStatus
@@ -53,8 +53,6 @@ class _Progress:
 
 
 def _check(jobs: Any, timeout: Any, progress: Any) -> list[Any]:
-    from fray.errors import InvalidRequestError
-
     if isinstance(jobs, str | bytes) or not isinstance(jobs, Iterable):
         raise InvalidRequestError.for_field(
             "wait_all.jobs", jobs, "must be a sequence of job handles or actor futures"

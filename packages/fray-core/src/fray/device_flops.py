@@ -21,11 +21,12 @@ The module imports only the standard library (no jax, no pydantic), so it is che
 from a training loop or from ``ResourceConfig``.
 """
 
-# Import cost matters here: no ``from __future__`` import, no regular expressions, and
-# ``logging`` is imported only when there is something to warn about.
+# Import cost matters here: no ``from __future__`` import, no regular expressions (``logging``
+# is imported by ``fray`` itself).
+import logging
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "DEVICE_FLOPS",
@@ -41,19 +42,7 @@ FlopDtype = Literal["bf16", "fp16", "fp32", "fp64", "tf32", "int8", "int4", "fp8
 """The dtype names the table is keyed by (see :func:`normalize_dtype` for accepted spellings)."""
 
 
-def __getattr__(name: str) -> Any:
-    # The predecessor's module had a public ``logger``; built on first use here.
-    if name == "logger":
-        import logging
-
-        return logging.getLogger(__name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _warn(message: str, *args: object) -> None:
-    import logging
-
-    logging.getLogger(__name__).warning(message, *args)
+logger = logging.getLogger(__name__)  # public, as in the predecessor's module
 
 
 def _dense(sparse: float) -> float:
@@ -357,12 +346,12 @@ def device_flops(device_type: str, dtype: str = "bf16") -> float | None:
     key = normalize_device_type(device_type)
     spec = DEVICE_FLOPS.get(key)
     if spec is None:
-        _warn("No peak FLOP/s known for device type %r (%r)", device_type, key)
+        logger.warning("No peak FLOP/s known for device type %r (%r)", device_type, key)
         return None
     dtype_key = normalize_dtype(dtype)
     flops = spec.get(dtype_key)
     if flops is None:
-        _warn(
+        logger.warning(
             "No peak FLOP/s known for dtype %r (%r) on %s; known: %s",
             dtype,
             dtype_key,

@@ -99,17 +99,9 @@ class JobAlreadyExistsError(FrayError, RuntimeError):
 
 
 class JobFailedError(FrayError, RuntimeError):
-    """A job ended without success.
-
-    The user's own exception, where the backend knows it, is chained as ``__cause__``, and its
-    type and text are part of the message.
-
-    Attributes:
-        job_id: The job's id.
-        status: The job's final ``JobStatus``.
-        failed_status: Same as ``status`` (name kept for older code).
-        error: The error text the backend reported, if any.
-    """
+    """A job ended without success: ``job_id``, its final ``status`` (also
+    ``failed_status``, for older code) and the backend's ``error`` text. The user's own
+    exception, where known, is chained as ``__cause__`` and named in the message."""
 
     def __init__(self, job_id: str, status: Any, error: str | None = None) -> None:
         status_text = getattr(status, "value", status)

@@ -58,16 +58,11 @@ _GENERATION_ALIASES: dict[str, str] = {"v5e": "v5litepod"}
 
 @dataclass(frozen=True, slots=True)
 class TpuTopology:
-    """Shape of one TPU slice type.
+    """Shape of one TPU slice type (``name`` is canonical, e.g. ``"v5litepod-16"``).
 
     Attributes:
-        name: Canonical slice type name, e.g. ``"v5litepod-16"``.
-        generation: TPU generation: ``"v4"``, ``"v5litepod"``, ``"v5p"`` or ``"v6e"``.
-        chip_count: TPU chips in one slice.
-        host_count: Physical hosts in one slice. Informational; scheduling uses
-            ``vm_count``.
+        host_count: Physical hosts in one slice (informational; scheduling uses ``vm_count``).
         vm_count: VMs (workers) in one slice.
-        chips_per_vm: TPU chips attached to each VM.
         hbm_per_chip_gib: High-bandwidth memory per chip, in GiB.
     """
 

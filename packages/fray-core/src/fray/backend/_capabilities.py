@@ -1,17 +1,10 @@
-"""What each backend refuses in a request, declared once per backend.
+"""What each backend refuses in a request, one :class:`Capabilities` table per backend:
+a backend honours every field or refuses it at submit time, naming the field.
 
-A backend honours every field of a request or refuses it at submit time naming the field;
-nothing is dropped on the way. The refusals that depend only on the request (not on the
-cluster it meets) are listed here, one :class:`Capabilities` table per backend:
-
-- the backend checks each request against its own table (its only copy of those rules);
-- ``FakeClient(target="ray")`` and ``LocalClient(target="ray")`` check against another
-  backend's table, so a unit test fails where the cluster would, with the same message;
-- each backend's README carries its table (:meth:`Capabilities.markdown`; a test keeps them
-  equal).
-
-What depends on the cluster (a head-node resource, the installed marin-iris line, a package
-missing from this environment) is checked by the backend itself, where it can see it.
+A backend checks requests against its own table; ``FakeClient(target="ray")`` and
+``LocalClient(target="ray")`` check against another's, so a unit test fails where the
+cluster would, with the same message; each backend's README carries its table
+(:meth:`Capabilities.markdown`). What depends on the cluster is checked by the backend.
 """
 
 from __future__ import annotations

@@ -144,21 +144,15 @@ class _Soon:
 
 class BaseClient:
     """What every client shares: ``submit`` and the attempt loop, ``terminate``, the job
-    history, ``shutdown``, the context manager and the actor plumbing.
-
-    A backend writes :meth:`_start_attempt` and :meth:`_cancel_attempt` (or :meth:`_launch`
-    where its cluster runs the attempts itself), ``_create_actor_group`` and
-    ``_shutdown``; where its jobs' state is learnt by asking, :meth:`_refresh`; where their
-    output or value lives elsewhere, :meth:`_lines`, :meth:`_result` and :meth:`_info`.
+    history, ``shutdown``, the context manager and the actor plumbing; a backend writes the
+    hooks ``fray.backend`` lists (or :meth:`_launch` where its cluster runs the attempts).
 
     Attributes:
         scheme: The backend's spec prefix (``local``, ``ray``, ...).
-        capabilities: The backend's own table of refusals (``None``: it refuses nothing a
-            valid request can say).
+        capabilities: The backend's own table of refusals (``None``: refuses nothing).
         handle_type: The class of the handles ``submit`` returns.
         target: Another backend's table that requests are checked against as well, so a
             test on this client fails where that backend would (``target=``).
-        is_shutdown: Whether ``shutdown()`` has run.
     """
 
     scheme: ClassVar[str] = ""

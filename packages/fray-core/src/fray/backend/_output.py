@@ -48,9 +48,6 @@ class PrefixedSink:
         self._buffer.write(text, self._prefix)
 
 
-# ---------------------------------------------------------------------------------------------
-# Routing print() of thread jobs
-
 _route: contextvars.ContextVar[tuple[LineSink, bool] | None] = contextvars.ContextVar(
     "fray_output_route", default=None
 )
@@ -62,13 +59,9 @@ _write_lock = threading.RLock()
 
 
 class _Router(io.TextIOBase):
-    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer.
-
-    What reaches the stream beneath is whole lines: ``print`` writes its text and its newline
-    in two calls, and another thread's line (a job's echoed output) landing between them
-    would join two lines into one. A thread's unfinished line waits for its newline, or for
-    a ``flush()`` from that thread.
-    """
+    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer, and
+    the stream beneath gets whole lines only (``print`` writes text and newline in two
+    calls): a thread's unfinished line waits for its newline, or its ``flush()``."""
 
     def __init__(self, target: TextIO) -> None:
         self._target = target

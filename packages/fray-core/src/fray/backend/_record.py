@@ -15,6 +15,7 @@ messages on every backend.
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 import traceback
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from fray.backend._client import BaseClient
 
 __all__ = ["JobRecord", "LogBuffer", "Outcome", "Phase", "job_id_part", "portable_error"]
+
+logger = logging.getLogger("fray")
 
 OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
@@ -514,9 +517,7 @@ class JobRecord:
             try:
                 callback()
             except Exception:
-                import logging
-
-                logging.getLogger("fray").exception("a done-callback of %s raised", self.job_id)
+                logger.exception("a done-callback of %s raised", self.job_id)
 
     # -- waiting and reading -----------------------------------------------------------------
 

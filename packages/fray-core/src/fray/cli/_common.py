@@ -77,11 +77,6 @@ def choose_spec(explicit: str | None) -> tuple[str | None, str]:
     return "local", "the default (no spec, no cluster)"
 
 
-def spec_scheme(spec: str) -> str:
-    """The backend a spec names."""
-    return parse_client_spec(spec).scheme
-
-
 def open_client(
     explicit: str | None, local: Callable[[int | None, str | None], Any] | None = None
 ) -> Any:

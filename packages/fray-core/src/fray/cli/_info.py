@@ -12,7 +12,7 @@ import platform
 import sys
 from typing import Any
 
-from fray._client import BUILTIN_BACKENDS
+from fray._client import BUILTIN_BACKENDS, parse_client_spec
 from fray._secrets import redact_env
 from fray.cli._common import (
     add_command,
@@ -21,7 +21,6 @@ from fray.cli._common import (
     print_json,
     print_pairs,
     print_table,
-    spec_scheme,
     usage,
 )
 from fray.cli._jobs import RunStore
@@ -158,7 +157,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     spec, reason = choose_spec(None)  # what current_client() would pick, without connecting
     choice: dict[str, Any] = {"reason": reason, "spec": spec, "scheme": "?"}
     try:
-        scheme = choice["scheme"] = spec_scheme(spec) if spec else "iris"
+        scheme = choice["scheme"] = parse_client_spec(spec).scheme if spec else "iris"
         known = f"{FRAY_CLIENT_SPEC}: {scheme!r} is not valid; unknown backend; known: "
         problem = backends[scheme]["problem"] if scheme in backends else known + ", ".join(backends)
         if not problem and (args.connect or scheme == "local"):

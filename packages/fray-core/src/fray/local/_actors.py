@@ -364,15 +364,10 @@ class LocalActorGroup(BaseActorGroup):
 
 class InProcessActors:
     """One client's in-process actors: names, groups, creation, hosting and stopping.
-
-    Args:
-        client: What ``current_client()`` answers inside the actors.
-        synchronous: Construct actors and run ``.remote()`` calls in the caller's thread
-            (the fake client); otherwise in background threads.
-        on_call: Called before each call with ``(actor, method, args, kwargs)``; it may
-            raise (the call then raises that) or end the actor.
-        future_type: The class of the futures ``.remote()`` returns when ``synchronous``.
-    """
+    ``client`` is what ``current_client()`` answers inside them; ``synchronous`` (the fake
+    client) constructs actors and runs ``.remote()`` calls (returning ``future_type``s) in
+    the caller's thread; ``on_call(actor, method, args, kwargs)`` runs before each call and
+    may raise (the call then raises that) or end the actor."""
 
     def __init__(
         self,

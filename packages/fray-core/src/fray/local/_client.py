@@ -23,6 +23,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+import signal
 import tempfile
 import tomllib
 import weakref
@@ -123,11 +124,8 @@ def _needs_process(request: JobRequest) -> bool:
 
 
 def _payload(request: JobRequest) -> bytes:
-    """The callable and its arguments, pickled for a job process.
+    """The callable and its arguments, pickled for a job process (or InvalidRequestError)."""
 
-    Raises:
-        InvalidRequestError: They cannot be pickled.
-    """
     import cloudpickle
 
     entry = request.entrypoint
@@ -155,15 +153,13 @@ class LocalData:
 
 
 class LocalClient(BaseClient):
-    """Runs jobs and actors on this machine. See the module docstring for the semantics.
+    """Runs jobs and actors on this machine (see the module docstring).
 
     Args:
-        max_threads: Most jobs that run at once (more wait as PENDING); ``None`` for no limit
-            beyond 1024.
+        max_threads: Most jobs that run at once (more wait as PENDING); ``None``: 1024.
         echo_logs: Also copy job output to this process's stdout.
-        target: Also check every request (and actor resources) against the capability table
-            of this backend (``"ray"``, ``"iris"``), so code tested here is refused where
-            that cluster would refuse it, with its message.
+        target: Also check every request against this backend's capability table
+            (``"ray"``, ``"iris"``), so code tested here is refused where it would be there.
     """
 
     scheme = "local"
@@ -294,8 +290,6 @@ class LocalClient(BaseClient):
 
 def _kill_all(jobs: dict[str, JobRecord]) -> None:
     """SIGKILLs every process of these jobs (at shutdown, and the client's finalizer)."""
-    import signal
-
     for job in list(jobs.values()):
         data = job.data
         if isinstance(data, LocalData) and data.process:

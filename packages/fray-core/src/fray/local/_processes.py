@@ -281,13 +281,10 @@ def _pump(echo_logs: bool, job: JobRecord, replica: _Replica, exits: _Exits) -> 
 
 
 def _sweep_group(process: subprocess.Popen[bytes]) -> None:
-    """Once a replica's guardian has exited, kills whatever is left of its process group.
+    """Once a replica's guardian has exited, kills what is left of its process group (a
+    guardian killed outright cannot, and the rest would hold the output pipe open). It is
+    left unreaped until then (``WNOWAIT``), so the group id cannot have been reused."""
 
-    The guardian does this itself when its command ends, but a guardian killed outright
-    (SIGKILL, the OOM killer) cannot: the job's other processes would outlive it and hold
-    the output pipe open, leaving the job RUNNING for good. The exited guardian is left
-    unreaped until then (``WNOWAIT``), so the group id cannot have been reused.
-    """
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
     with contextlib.suppress(ProcessLookupError, PermissionError):

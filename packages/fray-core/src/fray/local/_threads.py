@@ -33,14 +33,11 @@ def _deliver_pending() -> None:
 
 
 class JobThreads:
-    """Runs local attempts on at most ``size`` reused daemon threads; more wait their turn
-    (PENDING). A process attempt keeps its thread until its processes have exited.
-
-    The threads are daemons, so a thread job blocked for good does not keep the driver from
-    exiting; they are never retired while the client is open, since a job's processes are
-    tied to the thread that started them (``PR_SET_PDEATHSIG`` fires when it ends). Work is
-    handed over through a ``SimpleQueue`` (a C queue: a job's hand-over is most of its cost
-    in the "trivial job submit(...).wait(), one at a time" benchmark row).
+    """Runs local attempts on at most ``size`` reused daemon threads (a job blocked for good
+    does not keep the driver from exiting); more wait their turn (PENDING). A process attempt
+    keeps its thread until its processes have exited, and threads are never retired while
+    the client is open: a job's processes die with their thread (``PR_SET_PDEATHSIG``).
+    Work goes through a ``SimpleQueue`` (benchmark row "trivial job submit(...).wait()").
     """
 
     def __init__(self, size: int) -> None:
