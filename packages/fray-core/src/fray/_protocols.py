@@ -237,12 +237,9 @@ class Client(Protocol):
         ...
 
     def get_job(self, job_id: str) -> JobHandle:
-        """A handle to an existing job.
+        """A handle to an existing job (``JobNotFoundError``: no such job, or a finished one
+        older than the history kept, see :meth:`list_jobs`)."""
 
-        Raises:
-            JobNotFoundError: No such job (or a finished one older than the history kept,
-                see :meth:`list_jobs`).
-        """
         ...
 
     def shutdown(self, wait: bool = True) -> None:

@@ -118,27 +118,18 @@ def _build_table() -> dict[str, TpuTopology]:
             chips = suffix // 2
             add(generation, suffix, chips, chips // 4, chips // 4)
 
+    def add_chip_counted(generation: str, suffixes: Iterable[int], vms_per_host: int) -> None:
+        # v5litepod and v6e: the suffix counts chips. Up to 8 chips share a single VM;
+        # larger slices have 4 chips per VM.
+        for suffix in suffixes:
+            vms = 1 if suffix <= 8 else suffix // 4
+            add(generation, suffix, suffix, max(vms // vms_per_host, 1), vms)
+
     v4_suffixes = [8 << i for i in range(10)]  # 8 .. 4096
     add_core_counted("v4", v4_suffixes)
-
-    # v5litepod: the suffix counts chips. Up to 8 chips share a single VM; larger
-    # slices have 4 chips per VM with two VMs per host.
-    for suffix in (1 << i for i in range(9)):  # 1 .. 256
-        if suffix <= 8:
-            add("v5litepod", suffix, suffix, 1, 1)
-        else:
-            add("v5litepod", suffix, suffix, suffix // 8, suffix // 4)
-
+    add_chip_counted("v5litepod", [1 << i for i in range(9)], vms_per_host=2)  # 1 .. 256
     add_core_counted("v5p", [*v4_suffixes, 8192, 12288])
-
-    # v6e: the suffix counts chips. Up to 8 chips share a single VM; larger slices
-    # have 4 chips per VM, one VM per host.
-    for suffix in (1, 4, 8, 16, 32, 64, 128, 256):
-        if suffix <= 8:
-            add("v6e", suffix, suffix, 1, 1)
-        else:
-            add("v6e", suffix, suffix, suffix // 4, suffix // 4)
-
+    add_chip_counted("v6e", [1, 4, 8, 16, 32, 64, 128, 256], vms_per_host=1)
     return table
 
 

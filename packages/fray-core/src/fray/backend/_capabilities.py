@@ -291,12 +291,9 @@ def known_targets() -> tuple[str, ...]:
 
 
 def capabilities_of(target: str, *, field: str = "target") -> Capabilities:
-    """The table of the backend named ``target``.
+    """The table of the backend named ``target`` (``InvalidRequestError``, naming ``field``,
+    where no backend of that name has one)."""
 
-    Raises:
-        InvalidRequestError: No backend of that name has a table (``field`` names the
-            argument in the message).
-    """
     table = _TABLES.get(target) if isinstance(target, str) else None
     if table is None:
         raise InvalidRequestError.for_field(field, target, f"one of {', '.join(_TABLES)}")

@@ -1,13 +1,11 @@
 """The engine every client runs on: ``submit`` and the attempt loop written once, over a few
 hooks each backend writes.
 
-A request goes through :meth:`BaseClient.submit` (checks, parent, id, history) to the hook
-:meth:`BaseClient._launch`, by default :meth:`BaseClient._run_attempts`: it starts one
-attempt with the hook :meth:`BaseClient._start_attempt` and returns. The backend tells the
-record when the attempt is placed (:meth:`JobRecord.placed`) and how it ended
-(:meth:`JobRecord.report`, from any thread); :meth:`JobRecord.settle` decides whether another
-attempt follows. Deadlines (``timeout``, ``scheduling_timeout``) and ``terminate`` ask the
-backend to stop the attempt (:meth:`BaseClient._cancel_attempt`); no thread waits per job.
+``submit`` (checks, parent, id, history) calls ``_launch``, by default the attempt loop: it
+starts an attempt with ``_start_attempt`` and returns; the backend tells the record when it
+is placed (``JobRecord.placed``) and how it ended (``JobRecord.report``, from any thread),
+and ``JobRecord.settle`` decides whether another follows. Deadlines and ``terminate`` ask
+the backend to stop the attempt (``_cancel_attempt``); no thread waits per job.
 """
 
 from __future__ import annotations
@@ -48,11 +46,7 @@ DEFAULT_JOB_HISTORY = 10_000
 
 def job_history_limit() -> int:
     """How many finished jobs a client keeps for ``list_jobs()``/``get_job()``:
-    ``FRAY_JOB_HISTORY``, else 10,000.
-
-    Raises:
-        InvalidRequestError: The variable is not a whole number >= 0.
-    """
+    ``FRAY_JOB_HISTORY`` (a whole number >= 0), else 10,000."""
     text = os.environ.get(FRAY_JOB_HISTORY, "").strip()
     if not text:
         return DEFAULT_JOB_HISTORY
@@ -193,13 +187,8 @@ class BaseClient:
 
     @final
     def submit(self, request: JobRequest, adopt_existing: bool = True) -> Any:
-        """Starts a job; see ``fray.Client.submit``.
-
-        Raises:
-            InvalidRequestError: The request is not a ``JobRequest``, or this backend (or
-                the ``target``) refuses a field of it.
-            FrayError: The client has been shut down.
-        """
+        """Starts a job; see ``fray.Client.submit``. A request that is not a ``JobRequest``,
+        or that this backend (or the ``target``) refuses, is an ``InvalidRequestError``."""
         if not isinstance(request, JobRequest):
             raise InvalidRequestError.for_field(
                 "submit.request", request, "must be a fray.JobRequest"
@@ -242,10 +231,13 @@ class BaseClient:
         del request
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
-        """A new job's id: its name as an id part and 8 hex digits of a count, under its
-        parent's."""
-        part = f"{job_id_part(name)}-{next(self._serials) & 0xFFFFFFFF:08x}"
+        """A new job's id: its name as an id part and :meth:`_serial`, under its parent's."""
+        part = f"{job_id_part(name)}-{self._serial()}"
         return f"{parent_id}/{part}" if parent_id else part
+
+    def _serial(self) -> str:
+        """What makes a new job's id unique in this client: 8 hex digits of a count."""
+        return f"{next(self._serials) & 0xFFFFFFFF:08x}"
 
     @staticmethod
     def _call_later(delay: float, fn: Callable[..., None], *args: Any) -> None:
@@ -492,11 +484,7 @@ class BaseClient:
         **kwargs: Any,
     ) -> Any:
         """Creates one actor (a group of one, named ``{name}-0``) and returns its handle
-        once its ``__init__`` has run.
-
-        Raises:
-            ActorError: ``__init__`` raised (chained as ``__cause__``).
-        """
+        once its ``__init__`` has run (an ``ActorError`` if it raised)."""
         group = self._new_group(
             actor_class, args, kwargs, name, 1, resources, actor_config, single=True
         )
@@ -567,11 +555,8 @@ class BaseClient:
         **kwargs: Any,
     ) -> HostedActor:
         """Runs ``actor_class(*args, **kwargs)`` in this process, as an actor named
-        ``name`` whose handle callers elsewhere can use; see ``fray.Client``.
+        ``name`` whose handle callers elsewhere can use; see ``fray.Client``."""
 
-        Raises:
-            ActorError: ``__init__`` raised (chained as ``__cause__``).
-        """
         self._check_open()
         validate_actor_args(actor_class, name, 1, None, actor_config)
         hosted = self._host_actor(actor_class, args, kwargs, name, actor_config)

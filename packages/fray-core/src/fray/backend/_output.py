@@ -19,14 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 if TYPE_CHECKING:
     from fray.backend._record import LogBuffer
 
-__all__ = [
-    "LineSink",
-    "PrefixedSink",
-    "capture_into",
-    "echo_stream",
-    "restore_output",
-    "route_output",
-]
+__all__ = ["PrefixedSink", "capture_into", "echo_stream", "restore_output", "route_output"]
 
 
 class LineSink(Protocol):

@@ -196,7 +196,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     """``fray migrate scan``."""
-    from fray.migrate import iter_strategies, scan
+    from fray.migrate import scan
 
     for path in args.paths:
         if not os.path.exists(path):
@@ -205,23 +205,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.as_dict())
     else:
-        unparsed = f"; {len(report.errors)} could not be parsed" if report.errors else ""
-        out = [
-            f"fray migrate scan: {len(report.findings)} usage(s) in {report.files_with_findings} "
-            f"of {report.files_scanned} file(s){unparsed}"
-        ]
-        for strategy, findings in iter_strategies(report):
-            if findings:
-                out += ["", f"{strategy.priority}. {strategy.title} ({len(findings)})"]
-                out.append(f"   {strategy.summary}")
-            for f in findings:
-                out += [f"   {f.path}:{f.line}:{f.column}: {f.found}", f"      -> {f.replacement}"]
-        if report.findings:
-            out += [
-                "",
-                "Guide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.",
-            ]
-        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.write(report.as_text())
+
     for error in report.errors:  # the report is incomplete: name each file, and never exit 0
         where = f"{error.path}:{error.line}" if error.line else error.path
         sys.stderr.write(f"{args.prog}: error: cannot parse {where}: {error.message}\n")

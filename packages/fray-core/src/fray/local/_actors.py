@@ -24,13 +24,7 @@ from fray.backend import ActorMember, BaseActorGroup
 from fray.backend._wire import CallFuture
 from fray.errors import ActorDiedError, ActorError
 
-__all__ = [
-    "InProcessActors",
-    "LocalActor",
-    "LocalActorGroup",
-    "LocalActorHandle",
-    "LocalActorMethod",
-]
+__all__ = ["InProcessActors", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
 
 logger = logging.getLogger("fray.actors")
 
@@ -264,14 +258,13 @@ class LocalActorMethod:
         if actor.system.synchronous:
             future: Future[Any] = actor.system.future_type()
             try:
-                value = self(*args, **kwargs)
+                future.set_result(self(*args, **kwargs))
             except (KeyboardInterrupt, GeneratorExit):
                 raise
             except BaseException as exc:
-                _settle(future, None, exc)
-            else:
-                _settle(future, value, None)
+                future.set_exception(exc)
             return future
+
         if actor.system.on_call is not None:
             actor.system.on_call(actor, self._method, args, kwargs)
         return actor.mailbox.submit(self._method, args, kwargs)

@@ -1,19 +1,15 @@
 """LocalClient: jobs and actors on this machine, with the semantics of a real cluster.
 
 Callables run in threads of this process unless they need a process (env vars, TPU hosts,
-``isolation="process"``); commands always run in processes. Every process job runs in its
-own session under a small guardian (``_reaper.py``), so ``terminate()`` stops the whole
-process tree and nothing outlives the driver, even if the driver is killed. A thread job is
-stopped by an exception raised in its threads, which code blocked in C (a lock, a socket,
-``time.sleep``) only sees when it returns to Python: such a job is recorded STOPPED after
-half a second and left to end on its own (its ``info().error`` says so); give jobs that must
-always be stoppable ``isolation="process"``.
+``isolation="process"``); commands always do. A process job runs in its own session under a
+guardian (``_reaper.py``): ``terminate()`` stops its whole process tree, and nothing outlives
+the driver. A thread job is stopped by an exception raised in its threads, which code blocked
+in C only sees when it returns to Python: it is then recorded STOPPED after half a second and
+left to end on its own (use ``isolation="process"`` for jobs that must always stop).
 
-Resource requests are validated but not enforced: this machine runs what it is given.
-Accelerators are simulated: a TPU job runs one process per VM of each slice with the env a
-real slice gives (``TPU_WORKER_ID``, ``TPU_NAME``, ``MEGASCALE_*`` for multislice) and
-``JAX_PLATFORMS=cpu``; GPU jobs run on the CPU. Regions, zones and ``preemptible`` have no
-meaning on one machine and are accepted as no-ops.
+Resources are validated, not enforced. A TPU job runs one process per VM of each slice with
+the env a real slice gives (``TPU_WORKER_ID``, ``MEGASCALE_*``...) and ``JAX_PLATFORMS=cpu``;
+GPU jobs run on the CPU; regions, zones and ``preemptible`` are no-ops.
 """
 
 from __future__ import annotations
