@@ -81,12 +81,8 @@ def restart_allowed(restarts: int, max_restarts: int | None) -> bool:
 
 
 class HostedActor:
-    """An actor served from the process that called ``client.host_actor(...)``.
-
-    Attributes:
-        handle: A normal actor handle: picklable, callable from jobs and actors anywhere on
-            the backend.
-    """
+    """An actor served from the process that called ``client.host_actor(...)``; its
+    ``handle`` is a normal actor handle, callable from jobs and actors anywhere."""
 
     def __init__(self, handle: Any, stop: Callable[[], None] | None = None) -> None:
         self.handle = handle

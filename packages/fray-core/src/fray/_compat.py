@@ -54,12 +54,9 @@ TPU_TOPOLOGIES: list[TpuTopologyInfo] = [_row(t) for t in topology.TPU_TOPOLOGIE
 
 
 def get_tpu_topology(tpu_type: str) -> TpuTopologyInfo:
-    """The row of ``tpu_type`` (``v5e-N`` is read as ``v5litepod-N``, case-insensitively).
+    """The row of ``tpu_type`` (``v5e-N`` is read as ``v5litepod-N``, case-insensitively);
+    an unknown type is a ``fray.topology.UnknownTpuTypeError`` (a ``ValueError``)."""
 
-    Raises:
-        ValueError: Not a known slice type (``fray.topology.UnknownTpuTypeError``, naming the
-            closest known ones).
-    """
     return _row(topology.get_tpu_topology(tpu_type))
 
 

@@ -33,7 +33,7 @@ class JobHandle(Protocol):
 
         Raises:
             JobFailedError: The job FAILED and ``raise_on_failure`` is set (the user's
-                exception is chained as ``__cause__`` where known). STOPPED is returned.
+                exception chained as ``__cause__`` where known).
             JobTimeoutError: ``timeout`` seconds passed first; the job keeps running.
         """
         ...
@@ -85,12 +85,9 @@ class ActorFuture(Protocol[T_co]):
     """The pending result of an actor call."""
 
     def result(self, timeout: float | None = None) -> T_co:
-        """The call's return value; re-raises the method's own exception.
+        """The call's return value; re-raises the method's own exception, or
+        ``JobTimeoutError`` (``timeout`` passed first) or ``ActorDiedError``."""
 
-        Raises:
-            JobTimeoutError: ``timeout`` seconds passed first.
-            ActorDiedError: The actor died before answering.
-        """
         ...
 
     def done(self) -> bool:
@@ -144,15 +141,12 @@ class ActorGroup(Protocol):
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
         """Blocks until ``count`` actors are ready; returns their handles. By default, every
-        actor that has not ended cleanly (set its ``shutdown_event``, or was stopped): once all
-        have, that is none, and this returns ``[]``.
+        actor that has not ended cleanly (set its ``shutdown_event``, or was stopped).
 
         Raises:
             InvalidRequestError: ``count`` is not an integer from 0 to the group size.
-            ActorError: Too many actors failed for ``count`` to become ready (the first
-                failure is chained).
-            JobTimeoutError: ``timeout`` seconds passed first; it says why the actors still
-                pending wait, where the backend can tell.
+            ActorError: Too many actors failed for ``count`` (the first failure chained).
+            JobTimeoutError: ``timeout`` passed first (saying why the pending ones wait).
         """
         ...
 

@@ -81,12 +81,7 @@ class CpuConfig(Model):
 
 
 class GpuConfig(Model):
-    """GPUs per replica.
-
-    Attributes:
-        variant: One of :data:`GPU_TYPES`; ``"auto"`` takes whatever GPU the backend has.
-        count: GPUs per replica, at least 1.
-    """
+    """``count`` GPUs per replica of ``variant``, one of :data:`GPU_TYPES`."""
 
     variant: Str
     kind: Literal["gpu"] = "gpu"
@@ -128,13 +123,9 @@ class GpuConfig(Model):
 
 
 class TpuConfig(Model):
-    """One TPU slice type. Multislice requests repeat it (see ``ResourceConfig.with_tpu``).
-
-    Attributes:
-        variant: A TPU type from the topology database (``"v5p-256"``); ``v5e-N`` is accepted
-            as ``v5litepod-N``. Unknown names are rejected with the closest known ones.
-        topology: Optional physical topology string (``"4x4x8"``), passed through to backends.
-    """
+    """One TPU slice type, ``variant`` (``"v5p-256"``; ``v5e-N`` is read as ``v5litepod-N``);
+    multislice requests repeat it (see ``ResourceConfig.with_tpu``). ``topology`` is an
+    optional physical topology string (``"4x4x8"``), passed through to backends."""
 
     variant: str
     kind: Literal["tpu"] = "tpu"
@@ -339,12 +330,9 @@ class ResourceConfig(Model):
         return self.device.chip_count() * self.replicas
 
     def device_flops(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s of one chip of ``device`` (for MFU).
+        """Peak dense FLOP/s of one chip of ``device`` (for MFU): ``NotImplementedError``
+        for a CPU, ``ValueError`` where the table has no figure."""
 
-        Raises:
-            NotImplementedError: The device is a CPU.
-            ValueError: The table has no figure for this device and dtype.
-        """
         return self.device.device_flops(dtype)
 
     def total_flops(self, dtype: str = "bf16") -> float:

@@ -46,13 +46,8 @@ class FrayError(Exception):
 
 
 class InvalidRequestError(FrayError, ValueError):
-    """A request, config or spec has a bad value.
-
-    Attributes:
-        field: Dotted name of the offending field (``"JobRequest.name"``), or ``None``.
-        value: The rejected value.
-        allowed: What would have been accepted, in words.
-    """
+    """A request, config or spec has a bad value: the ``field`` (dotted, e.g.
+    ``"JobRequest.name"``, or ``None``), the rejected ``value`` and what is ``allowed``."""
 
     def __init__(
         self, message: str, *, field: str | None = None, value: Any = None, allowed: str = ""
@@ -85,12 +80,8 @@ class JobNotFoundError(FrayError, LookupError):
 
 
 class JobAlreadyExistsError(FrayError, RuntimeError):
-    """A job with this name is already running and the request did not ask to adopt it.
-
-    Attributes:
-        job_name: The name that is taken.
-        handle: A handle to the existing job, when the backend can give one.
-    """
+    """A job named ``job_name`` is already running and the request did not ask to adopt it
+    (``handle``: a handle to it, when the backend can give one)."""
 
     def __init__(self, job_name: str, handle: Any = None) -> None:
         super().__init__(f"a job named {job_name!r} already exists")

@@ -146,13 +146,8 @@ def tpu_generations() -> tuple[str, ...]:
 
 
 class UnknownTpuTypeError(ValueError):
-    """Raised when a TPU slice type name is not in the table (or is not a string).
-
-    Attributes:
-        name: The value that was looked up, exactly as given.
-        suggestions: Up to three known canonical names close to ``name``, best
-            first; may be empty.
-    """
+    """Raised when a TPU slice type ``name`` (as given) is not in the table (or is not a
+    string); ``suggestions`` are up to three known names close to it, best first."""
 
     name: object
     suggestions: tuple[str, ...]
@@ -294,12 +289,7 @@ TPU_HBM_BYTES_PER_CHIP: Mapping[str, int] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class TpuHostResources:
-    """The CPU cores and RAM (GB) of one TPU host VM of a family.
-
-    Attributes:
-        cpu: Cores of the host VM.
-        ram_gb: Its RAM in GB.
-    """
+    """The CPU cores (``cpu``) and RAM in GB (``ram_gb``) of one TPU host VM of a family."""
 
     cpu: int
     ram_gb: int

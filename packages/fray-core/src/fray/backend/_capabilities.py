@@ -46,13 +46,8 @@ def _value_at(obj: Any, path: str) -> Any:
 
 
 class Capabilities:
-    """The refusals of one backend, in the order it checks them.
-
-    Args:
-        backend: The backend's scheme (``local``, ``ray``, ``iris``).
-        title: How messages and the README name it (``Ray``).
-        limits: Its refusals.
-    """
+    """The refusals (``limits``) of one backend, in the order it checks them: ``backend``
+    is its scheme, ``title`` how messages and the README name it (``Ray``)."""
 
     def __init__(self, backend: str, title: str, limits: Iterable[Limit]) -> None:
         self.backend = backend
