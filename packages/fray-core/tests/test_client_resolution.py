@@ -11,7 +11,6 @@ import pytest
 
 import fray
 from fray import (
-    BackendUnavailableError,
     InvalidRequestError,
     LocalClient,
     current_client,
@@ -103,17 +102,6 @@ def test_missing_backend_gives_exact_install_line() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert 'pip install "fray-core[iris]"' in out.stdout
     assert "fray-iris, which is not installed" in out.stdout
-
-
-def test_skeleton_backend_is_unavailable_not_fake() -> None:
-    # fray-ray ships without RayClient in this release: asking for it must say so.
-    pytest.importorskip("fray_ray")
-    import fray_ray
-
-    if hasattr(fray_ray, "RayClient"):
-        pytest.skip("this fray-ray provides RayClient")
-    with pytest.raises(BackendUnavailableError, match='pip install -U "fray-core\\[ray\\]"'):
-        client_from_spec("ray")
 
 
 def test_register_backend_and_entry() -> None:

@@ -13,6 +13,7 @@ fsspec) load only when first used.
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +38,7 @@ from fray.errors import (
 )
 
 if TYPE_CHECKING:
-    from fray._protocols import (
-        ActorFuture,
-        ActorGroup,
-        ActorHandle,
-        ActorMethod,
-        Client,
-        JobHandle,
-    )
+    from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod, Client, JobHandle
     from fray._resources import ANY_REGION
     from fray._types import (
         ActorConfig,
@@ -103,31 +97,9 @@ __all__ = [
     "wait_all",
 ]
 
-# Loaded on first use: the request types pull in pydantic, the backends much more.
-_LAZY = {
-    "LocalClient": "fray.local",
-    "ANY_REGION": "fray._resources",
-    **dict.fromkeys(
-        ("ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"),
-        "fray._protocols",
-    ),
-    **dict.fromkeys(
-        (
-            "ActorConfig",
-            "CpuConfig",
-            "DeviceConfig",
-            "Entrypoint",
-            "EnvironmentConfig",
-            "GpuConfig",
-            "JobInfo",
-            "JobRequest",
-            "JobStatus",
-            "ResourceConfig",
-            "TpuConfig",
-        ),
-        "fray._types",
-    ),
-}
+# Loaded on first use, from the first of these modules that has it: the request types pull in
+# pydantic, the backends much more.
+_LAZY = ("fray._resources", "fray._types", "fray._protocols", "fray.local")
 
 # Names that moved off the top level: they keep working for one release, with a warning
 # naming their place now (see docs/migrating-from-fray-v2.md).
@@ -156,13 +128,11 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
+    if name in __all__:
+        for module in map(importlib.import_module, _LAZY):
+            if hasattr(module, name):
+                value = globals()[name] = getattr(module, name)
+                return value
     moved = _MOVED.get(name)
     if moved is None:
         raise AttributeError(f"module 'fray' has no attribute {name!r}")
@@ -176,4 +146,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *__all__})

@@ -19,11 +19,9 @@ class ActorContext:
 
     Attributes:
         handle: A handle to this actor itself (picklable; give it to others).
-        index: This actor's index in its group, from 0 (a hosted actor is index 0 of a
-            group named after it).
-        group_name: The group's name (actors are named ``{group_name}-{index}``).
+        index: Its index in the group ``group_name`` (a hosted actor: 0, of its own name).
         shutdown_event: Set it to end this actor cleanly: it takes no more calls and its
-            status becomes SUCCEEDED, with no restart. Every backend provides one.
+            status becomes SUCCEEDED, with no restart.
     """
 
     handle: Any
@@ -83,12 +81,8 @@ def restart_allowed(restarts: int, max_restarts: int | None) -> bool:
 
 
 class HostedActor:
-    """An actor served from the process that called ``client.host_actor(...)``.
-
-    Attributes:
-        handle: A normal actor handle: picklable, callable from jobs and actors anywhere on
-            the backend.
-    """
+    """An actor served from the process that called ``client.host_actor(...)``; its
+    ``handle`` is a normal actor handle, callable from jobs and actors anywhere."""
 
     def __init__(self, handle: Any, stop: Callable[[], None] | None = None) -> None:
         self.handle = handle

@@ -1,15 +1,11 @@
 """The context variables behind ``current_client()``, ``current_actor()`` and
 ``current_job_id()``.
 
-``bound`` holds a ``(client, actor context)`` pair, ``(None, None)`` where nothing is bound:
-one variable for both lets a backend bind an actor call (the actor's client and its context)
-with a single ``set`` and ``reset``. Binding one half keeps the other half around it, so
-nesting reads as with two variables; tokens are undone in the reverse order they were taken.
-
-``job`` holds ``(job id, replica index, record)`` while a job's code runs in this thread;
-the record is the job's :class:`fray.backend.JobRecord` where it lives in this process (a
-thread job), ``None`` elsewhere (a Ray worker). Code in a job's own process (a command, a
-process job) reads ``FRAY_JOB_ID`` and ``FRAY_TASK_INDEX`` instead.
+``bound`` holds ``(client, actor context)``: one variable, so a backend binds an actor call
+with a single ``set`` and ``reset``; binding one half keeps the other. ``job`` holds
+``(job id, replica index, record)`` while a job's code runs in this thread (the record where
+the job lives in this process); a job's own process reads ``FRAY_JOB_ID`` and
+``FRAY_TASK_INDEX`` instead.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -20,25 +21,20 @@ __all__ = [
     "ClientSpec",
     "client_from_spec",
     "current_client",
-    "explain_current_client",
     "isolated_backends",
     "parse_client_spec",
     "register_backend",
     "set_current_client",
 ]
 
+logger = logging.getLogger("fray")
+
 
 @dataclasses.dataclass(frozen=True)
 class ClientSpec:
-    """A parsed ``FRAY_CLIENT_SPEC``.
-
-    Attributes:
-        scheme: The backend (``local``, ``ray``, ``iris``, ``fake`` or a plugin's).
-        address: ``host:port`` after ``://``, or ``None``.
-        params: The ``?key=value`` pairs.
-        raw: The spec as written.
-        field: Where it was written, for error messages (``FRAY_CLIENT_SPEC``, ``--spec``).
-    """
+    """A parsed ``FRAY_CLIENT_SPEC``: the backend's ``scheme``, the ``address`` after
+    ``://`` (or ``None``), the ``?key=value`` ``params``, the ``raw`` spec and the ``field``
+    it was written in (``FRAY_CLIENT_SPEC``, ``--spec``), for error messages."""
 
     scheme: str
     address: str | None
@@ -46,18 +42,18 @@ class ClientSpec:
     raw: str
     field: str = FRAY_CLIENT_SPEC
 
-    def param_int(self, key: str, *, minimum: int = 1) -> int | None:
-        """Reads an integer parameter, or ``None`` when absent."""
+    def param_int(self, key: str) -> int | None:
+        """Reads an integer parameter (>= 1), or ``None`` when absent."""
         if key not in self.params:
             return None
         text = self.params[key]
         try:
             value = int(text)
         except ValueError:
-            value = None
-        if value is None or value < minimum:
+            value = 0
+        if value < 1:
             raise InvalidRequestError.for_field(
-                f"{self.field}.{key}", text, f"must be an integer >= {minimum}"
+                f"{self.field}.{key}", text, "must be an integer >= 1"
             )
         return value
 
@@ -77,19 +73,12 @@ class ClientSpec:
             )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Backend:
-    module: str
-    attr: str
-    dist: str
-    extra: str | None
-
-
-_BUILTIN: dict[str, _Backend] = {
-    "local": _Backend("fray.local", "LocalClient", "fray-core", None),
-    "ray": _Backend("fray_ray", "RayClient", "fray-ray", "ray"),
-    "iris": _Backend("fray_iris", "IrisClient", "fray-iris", "iris"),
-    "fake": _Backend("fray_testing", "FakeClient", "fray-testing", "testing"),
+# scheme -> (module, client class, distribution, the extra of fray-core that installs it)
+BUILTIN_BACKENDS = {
+    "local": ("fray.local", "LocalClient", "fray-core", ""),
+    "ray": ("fray_ray", "RayClient", "fray-ray", "ray"),
+    "iris": ("fray_iris", "IrisClient", "fray-iris", "iris"),
+    "fake": ("fray_testing", "FakeClient", "fray-testing", "testing"),
 }
 _REGISTERED: dict[str, Callable[[ClientSpec], Any]] = {}
 SPEC_FORMS = (
@@ -142,51 +131,31 @@ def parse_client_spec(spec: str, field: str = FRAY_CLIENT_SPEC) -> ClientSpec:
     return ClientSpec(scheme, address, params, raw, field)
 
 
-def _entry_point(scheme: str) -> Any | None:
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="fray.backends"):
-        if ep.name == scheme:
-            return ep
-    return None
-
-
-def _known_schemes() -> list[str]:
-    from importlib.metadata import entry_points
-
-    names = set(_BUILTIN) | set(_REGISTERED)
-    names |= {ep.name for ep in entry_points(group="fray.backends") if "." not in ep.name}
-    return sorted(names)
-
-
 def _load_backend(scheme: str, field: str = FRAY_CLIENT_SPEC) -> Callable[[ClientSpec], Any]:
     if scheme in _REGISTERED:
         return _REGISTERED[scheme]
-    builtin = _BUILTIN.get(scheme)
-    if builtin is not None:
+    if scheme in BUILTIN_BACKENDS:
+        module_name, attr, dist, extra = BUILTIN_BACKENDS[scheme]
         try:
-            module = importlib.import_module(builtin.module)
+            module = importlib.import_module(module_name)
         except ImportError as err:
-            if err.name is not None and builtin.module.startswith(err.name.split(".")[0]):
+            if err.name is not None and module_name.startswith(err.name.split(".")[0]):
                 raise BackendUnavailableError(
-                    f"The '{scheme}' backend needs {builtin.dist}, which is not installed. "
-                    f'Install it with: pip install "fray-core[{builtin.extra}]"'
+                    f"The '{scheme}' backend needs {dist}, which is not installed. "
+                    f'Install it with: pip install "fray-core[{extra}]"'
                 ) from err
             raise
-        cls = getattr(module, builtin.attr, None)
-        if cls is None:
-            raise BackendUnavailableError(
-                f"The installed {builtin.dist} does not provide {builtin.attr} yet, so the "
-                f"'{scheme}' backend is not available in this release. "
-                f'Upgrade with: pip install -U "fray-core[{builtin.extra}]"'
-            )
+        cls = getattr(module, attr)
     else:
-        ep = _entry_point(scheme)
+        from importlib.metadata import entry_points
+
+        plugins = list(entry_points(group="fray.backends"))
+        ep = next((ep for ep in plugins if ep.name == scheme), None)
         if ep is None:
+            plain = [p.name for p in plugins if "." not in p.name]
+            known = ", ".join(sorted({*BUILTIN_BACKENDS, *_REGISTERED, *plain}))
             raise InvalidRequestError.for_field(
-                field,
-                scheme,
-                f"unknown backend; known: {', '.join(_known_schemes())} (forms: {SPEC_FORMS})",
+                field, scheme, f"unknown backend; known: {known} (forms: {SPEC_FORMS})"
             )
         cls = ep.load()
     from_spec = getattr(cls, "from_spec", None)
@@ -259,9 +228,7 @@ def _context_hooks() -> list[Callable[[], Any]]:
                 try:
                     hooks.append(ep.load())
                 except ImportError as err:
-                    import logging  # only on this path: keeps `import fray` cheap
-
-                    logging.getLogger("fray").warning(
+                    logger.warning(
                         "the %s backend's context check could not be loaded (%s); running as "
                         "if outside that cluster",
                         ep.name.removesuffix(".context"),
@@ -271,38 +238,19 @@ def _context_hooks() -> list[Callable[[], Any]]:
     return _contexts
 
 
-def _from_context() -> tuple[Any, str] | None:
+def _from_context() -> Any:
     for hook in _context_hooks():
         found = hook()
         if found is not None:
             key, scheme, build, why = found
             override = _REGISTERED.get(scheme)
             if override is not None:  # a registered factory stands in (fray_testing)
-                return override(ClientSpec(scheme, None, {}, scheme)), why
+                return override(ClientSpec(scheme, None, {}, scheme))
             try:
-                return _shared(key, build), why
+                return _shared(key, build)
             except ImportError as err:
-                import logging
-
-                logging.getLogger("fray").warning("%s, but %s; looking further", why, err)
+                logger.warning("%s, but %s; looking further", why, err)
     return None
-
-
-def _resolve() -> tuple[Any, str]:
-    explicit = bound.get()[0]
-    if explicit is not None:
-        return explicit, "set explicitly with set_current_client()"
-    spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
-    if spec:
-        reason = f"{FRAY_CLIENT_SPEC}={spec!r}"
-        return _shared(spec, lambda: client_from_spec(spec, FRAY_CLIENT_SPEC)), reason
-    found = _from_context()
-    if found is not None:
-        return found
-    ray = sys.modules.get("ray")
-    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
-        return _shared("ray", lambda: client_from_spec("ray")), "ray.init() was already called"
-    return _shared("local", lambda: client_from_spec("local")), "the default (no spec, no cluster)"
 
 
 def current_client() -> Any:
@@ -314,12 +262,19 @@ def current_client() -> Any:
     local client. Clients built from the environment are shared per process, so jobs
     submitted earlier stay visible to ``get_job``.
     """
-    return _resolve()[0]
-
-
-def explain_current_client() -> tuple[Any, str]:
-    """``current_client()`` and the reason it was chosen (for ``fray doctor``)."""
-    return _resolve()
+    explicit = bound.get()[0]
+    if explicit is not None:
+        return explicit
+    spec = os.environ.get(FRAY_CLIENT_SPEC, "").strip()
+    if spec:
+        return _shared(spec, lambda: client_from_spec(spec, FRAY_CLIENT_SPEC))
+    found = _from_context()
+    if found is not None:
+        return found
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return _shared("ray", lambda: client_from_spec("ray"))
+    return _shared("local", lambda: client_from_spec("local"))
 
 
 def forget_default(client: Any) -> None:

@@ -33,16 +33,8 @@ TpuType = str
 
 @dataclasses.dataclass(frozen=True)
 class TpuTopologyInfo:
-    """One TPU slice type, as the predecessor's table listed it (``fray.topology`` has more:
-    the generation and HBM).
-
-    Attributes:
-        name: The canonical slice name, e.g. ``"v5p-16"``.
-        chip_count: Chips in one slice.
-        host_count: Physical hosts in one slice.
-        vm_count: VMs (workers) in one slice.
-        chips_per_vm: Chips attached to each VM.
-    """
+    """One TPU slice type, as the predecessor's table listed it (``fray.topology.TpuTopology``
+    has the same fields, and the generation and HBM)."""
 
     name: str
     chip_count: int
@@ -62,12 +54,9 @@ TPU_TOPOLOGIES: list[TpuTopologyInfo] = [_row(t) for t in topology.TPU_TOPOLOGIE
 
 
 def get_tpu_topology(tpu_type: str) -> TpuTopologyInfo:
-    """The row of ``tpu_type`` (``v5e-N`` is read as ``v5litepod-N``, case-insensitively).
+    """The row of ``tpu_type`` (``v5e-N`` is read as ``v5litepod-N``, case-insensitively);
+    an unknown type is a ``fray.topology.UnknownTpuTypeError`` (a ``ValueError``)."""
 
-    Raises:
-        ValueError: Not a known slice type (``fray.topology.UnknownTpuTypeError``, naming the
-            closest known ones).
-    """
     return _row(topology.get_tpu_topology(tpu_type))
 
 

@@ -9,21 +9,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Self, cast
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Strict,
-    ValidationError,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict, ValidationError
 
-from fray._secrets import REDACTED, is_secret_name, redact_env, redacted
+from fray._secrets import REDACTED, redacted
 from fray.errors import InvalidRequestError
 
 __all__ = [
-    "MEMORY_ALLOWED",
-    "REDACTED",
     "Bool",
     "Float",
     "Int",
@@ -33,13 +24,9 @@ __all__ = [
     "SeqOf",
     "Str",
     "StrSeq",
-    "as_seq",
     "as_tuple",
-    "is_secret_name",
     "memory_field",
     "parse_memory",
-    "redact_env",
-    "redacted",
     "reject_reserved",
 ]
 
@@ -88,9 +75,9 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
 
 
 def _dataclass_fields(cls: type[BaseModel]) -> dict[str, dataclasses.Field[Any]]:
-    """``cls``'s fields as the ``dataclasses`` module describes fields, so that code written
-    for dataclasses works on these models: ``dataclasses.fields``, ``replace`` (which builds
-    a new, validated instance), ``asdict`` and ``is_dataclass``."""
+    """``cls``'s fields as ``dataclasses`` describes fields, for ``dataclasses.fields``,
+    ``replace`` (a new, validated instance), ``asdict`` and ``is_dataclass``."""
+
     fields: dict[str, dataclasses.Field[Any]] = {}
     for name, info in cls.model_fields.items():
         if info.default_factory is not None:
@@ -208,19 +195,9 @@ MEMORY_ALLOWED = (
 
 
 def parse_memory(value: str | int, *, field: str = "memory") -> int:
-    """Parses a memory size into bytes.
-
-    Args:
-        value: A byte count or a string such as ``"16g"``, ``"512Mi"`` or ``"1.5GB"``. Units
-            ``k/m/g/t/p`` are powers of 1024, optionally followed by ``i`` and/or ``b``.
-        field: Field name used in the error message.
-
-    Returns:
-        The size in bytes.
-
-    Raises:
-        InvalidRequestError: The value is not a size, or is negative.
-    """
+    """A memory size in bytes: a byte count or a string such as ``"16g"``, ``"512Mi"`` or
+    ``"1.5GB"`` (units ``k/m/g/t/p`` are powers of 1024, optionally followed by ``i`` and/or
+    ``b``). A bad value is an ``InvalidRequestError`` naming ``field``."""
     if isinstance(value, bool):
         raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
     if isinstance(value, int):

@@ -12,7 +12,6 @@ from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceCon
 
 __all__ = ["ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"]
 
-T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -34,7 +33,7 @@ class JobHandle(Protocol):
 
         Raises:
             JobFailedError: The job FAILED and ``raise_on_failure`` is set (the user's
-                exception is chained as ``__cause__`` where known). STOPPED is returned.
+                exception chained as ``__cause__`` where known).
             JobTimeoutError: ``timeout`` seconds passed first; the job keeps running.
         """
         ...
@@ -60,16 +59,10 @@ class JobHandle(Protocol):
     def logs(
         self, max_lines: int | None = 0, *, follow: bool = False, include_children: bool = False
     ) -> tuple[str, ...] | Iterator[str]:
-        """The job's output lines (stdout and stderr), without trailing newlines: a tuple of
-        those so far, or with ``follow`` an iterator that also yields new ones until the job
-        (and its children, if included) has finished.
-
-        Args:
-            max_lines: Only the last ``max_lines`` lines so far, then (with ``follow``) the
-                new ones; 0 or ``None``: every line.
-            follow: Keep yielding new lines until the job finishes.
-            include_children: Interleave the lines of child jobs, each prefixed with
-                ``[child-id]``.
+        """The job's output lines (stdout and stderr, without newlines) so far, the last
+        ``max_lines`` of them (0 or ``None``: all); with ``follow``, an iterator that goes on
+        with new ones until the job (and its children, if included) has finished.
+        ``include_children`` interleaves child jobs' lines, each prefixed with ``[child-id]``.
         """
         ...
 
@@ -92,12 +85,9 @@ class ActorFuture(Protocol[T_co]):
     """The pending result of an actor call."""
 
     def result(self, timeout: float | None = None) -> T_co:
-        """The call's return value; re-raises the method's own exception.
+        """The call's return value; re-raises the method's own exception, or
+        ``JobTimeoutError`` (``timeout`` passed first) or ``ActorDiedError``."""
 
-        Raises:
-            JobTimeoutError: ``timeout`` seconds passed first.
-            ActorDiedError: The actor died before answering.
-        """
         ...
 
     def done(self) -> bool:
@@ -117,14 +107,10 @@ class ActorMethod(Protocol[T_co]):
         ...
 
     def submit(self, *args: Any, **kwargs: Any) -> ActorFuture[T_co]:
-        """Starts a long-running call: where calls travel over a connection (hosted
-        actors), the caller polls for the outcome and survives a dropped connection, and
-        ``result(timeout)`` cancels the call on the server when ``timeout`` passes. Where
-        they do not, the same as :meth:`remote`.
-
-        Raises (from ``result``):
-            ActorUnavailableError: The server no longer knows the call.
-        """
+        """Starts a long-running call: over a connection (hosted actors), the caller polls
+        for the outcome, survives a dropped connection, and ``result(timeout)`` cancels the
+        call on the server (``ActorUnavailableError``: the server no longer knows it);
+        elsewhere the same as :meth:`remote`."""
         ...
 
 
@@ -154,16 +140,18 @@ class ActorGroup(Protocol):
         ...
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
-        """Blocks until ``count`` actors (all when ``None``) are ready; returns their handles.
+        """Blocks until ``count`` actors are ready; returns their handles. By default, every
+        actor that has not ended cleanly (set its ``shutdown_event``, or was stopped).
 
         Raises:
-            ActorError: Too many actors failed to start for ``count`` to be reached.
-            JobTimeoutError: ``timeout`` seconds passed first.
+            InvalidRequestError: ``count`` is not an integer from 0 to the group size.
+            ActorError: Too many actors failed for ``count`` (the first failure chained).
+            JobTimeoutError: ``timeout`` passed first (saying why the pending ones wait).
         """
         ...
 
     def discover_new(self) -> list[Any]:
-        """Handles of ready actors not returned by an earlier call."""
+        """Handles of ready actors not returned by an earlier ``wait_ready``/``discover_new``."""
         ...
 
     def statuses(self) -> list[JobStatus]:
@@ -176,7 +164,8 @@ class ActorGroup(Protocol):
         ...
 
     def shutdown(self) -> None:
-        """Stops every actor of the group; none is left behind."""
+        """Stops every actor of the group, none left behind; later calls fail with
+        ``ActorDiedError``."""
         ...
 
 
@@ -198,7 +187,7 @@ class Client(Protocol):
 
     def create_actor(
         self,
-        actor_class: type[T],
+        actor_class: type[Any],
         *args: Any,
         name: str,
         resources: ResourceConfig | None = None,
@@ -210,7 +199,7 @@ class Client(Protocol):
 
     def create_actor_group(
         self,
-        actor_class: type[T],
+        actor_class: type[Any],
         *args: Any,
         name: str,
         count: int,
@@ -223,36 +212,28 @@ class Client(Protocol):
 
     def host_actor(
         self,
-        actor_class: type[T],
+        actor_class: type[Any],
         *args: Any,
         name: str,
         actor_config: ActorConfig | None = None,
         **kwargs: Any,
     ) -> HostedActor:
-        """Runs ``actor_class(*args, **kwargs)`` in this process and serves its methods to
-        the backend; returns once ``__init__`` has run. ``HostedActor.handle`` pickles and
-        can be called from jobs and actors anywhere on the backend; ``shutdown()`` stops
-        serving. Inside the instance ``current_actor()`` is index 0 of a group named
-        ``name``; setting its ``shutdown_event`` (or ``fail``) stops serving.
-
-        Raises:
-            ActorError: ``__init__`` raised (chained), or this backend cannot host here.
-        """
+        """Runs ``actor_class(*args, **kwargs)`` in this process and serves its methods (an
+        ``ActorError`` if ``__init__`` raised, or the backend cannot host here); its
+        picklable ``handle`` works from jobs and actors anywhere on the backend, until
+        ``shutdown()`` or its own ``shutdown_event`` (it is index 0 of a group ``name``)."""
         ...
 
     def list_jobs(self) -> list[JobInfo]:
-        """Every job this client knows of, oldest first. A client that keeps its own records
-        (local, Ray, fake) keeps every unfinished job and the most recent finished ones,
-        ``FRAY_JOB_HISTORY`` of them (default 10,000); Iris asks its controller."""
+        """Every job this client knows of, oldest first (unfinished ones and the last
+        ``FRAY_JOB_HISTORY`` finished ones, where the client keeps its own records)."""
+
         ...
 
     def get_job(self, job_id: str) -> JobHandle:
-        """A handle to an existing job.
+        """A handle to an existing job (``JobNotFoundError``: no such job, or a finished one
+        older than the history kept, see :meth:`list_jobs`)."""
 
-        Raises:
-            JobNotFoundError: No such job (or a finished one older than the history kept,
-                see :meth:`list_jobs`).
-        """
         ...
 
     def shutdown(self, wait: bool = True) -> None:

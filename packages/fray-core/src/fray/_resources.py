@@ -6,12 +6,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self, cast
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fray import topology as _tpu
 from fray._model import (
@@ -31,8 +26,6 @@ from fray.errors import InvalidRequestError
 
 __all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
 
-# ---------------------------------------------------------------------------------------------
-# Devices
 
 GPU_TYPES: tuple[str, ...] = (
     "A10",
@@ -57,8 +50,7 @@ GPU_TYPES: tuple[str, ...] = (
     "auto",
 )
 """GPU variants ``GpuConfig`` accepts (case-insensitive); ``auto`` takes whatever GPU the
-backend has, ``A100`` any A100 (40 or 80 GB). GB200, GB300, L40S and MI300X came with the
-predecessor's 0.2.227 line; GH200, L40 and RTX4090 are names Iris's GPU specs give."""
+backend has, ``A100`` any A100 (40 or 80 GB)."""
 
 ANY_REGION = "*"
 """``regions=[ANY_REGION]``: run in any region, on every backend (``regions=None`` means the
@@ -89,12 +81,7 @@ class CpuConfig(Model):
 
 
 class GpuConfig(Model):
-    """GPUs per replica.
-
-    Attributes:
-        variant: One of :data:`GPU_TYPES`; ``"auto"`` takes whatever GPU the backend has.
-        count: GPUs per replica, at least 1.
-    """
+    """``count`` GPUs per replica of ``variant``, one of :data:`GPU_TYPES`."""
 
     variant: Str
     kind: Literal["gpu"] = "gpu"
@@ -136,13 +123,9 @@ class GpuConfig(Model):
 
 
 class TpuConfig(Model):
-    """One TPU slice type. Multislice requests repeat it (see ``ResourceConfig.with_tpu``).
-
-    Attributes:
-        variant: A TPU type from the topology database (``"v5p-256"``); ``v5e-N`` is accepted
-            as ``v5litepod-N``. Unknown names are rejected with the closest known ones.
-        topology: Optional physical topology string (``"4x4x8"``), passed through to backends.
-    """
+    """One TPU slice type, ``variant`` (``"v5p-256"``; ``v5e-N`` is read as ``v5litepod-N``);
+    multislice requests repeat it (see ``ResourceConfig.with_tpu``). ``topology`` is an
+    optional physical topology string (``"4x4x8"``), passed through to backends."""
 
     variant: str
     kind: Literal["tpu"] = "tpu"
@@ -232,27 +215,19 @@ def has_default_disk(resources: ResourceConfig) -> bool:
 
 
 class ResourceConfig(Model):
-    """What each replica of a job (or each actor) needs.
+    """What each replica of a job (or each actor) needs. It may be changed after it is made
+    (as the predecessor's dataclass could); each assignment is validated.
 
     Attributes:
-        cpu: CPU cores per replica (fractions allowed), at least 0.
-        ram: Memory per replica, e.g. ``"16g"`` (see :func:`parse_memory`).
-        disk: Disk per replica, same format as ``ram``.
-        device: ``CpuConfig()``, ``GpuConfig(...)`` or ``TpuConfig(...)``.
-        preemptible: Whether the work may run on preemptible capacity; ``False`` pins it to
-            non-preemptible capacity (the head node on Ray).
+        cpu: CPU cores per replica (fractions allowed).
+        ram: Memory per replica, e.g. ``"16g"`` (see :func:`parse_memory`); ``disk`` alike.
+        preemptible: ``False`` pins the work to non-preemptible capacity (Ray: the head node).
         regions: Regions the work may run in; ``None`` for anywhere (on Iris: the parent
             job's region), ``[ANY_REGION]`` for anywhere on every backend.
-        zone: A single zone the work must run in, or ``None``.
         target_cluster: The cluster to run on, where a backend fronts several (Iris).
-        replicas: Replicas per job (TPU: VMs per slice × slices). On a multi-VM TPU the
-            default, 1, means one slice: one replica per VM of the slice.
-        device_alternatives: Other device variants that are acceptable, same shape as ``device``.
-        image: The container image tasks run in, where the backend runs containers (Iris).
-        container_profile: A named container profile, where the backend has them (Iris).
-
-    Unlike most Fray types, ``ResourceConfig`` may be changed after it is made (as the
-    predecessor's dataclass could): each assignment is validated like a new value.
+        replicas: Replicas per job (TPU: VMs per slice × slices; the default, 1, is one slice).
+        device_alternatives: Other acceptable device variants, the same shape as ``device``.
+        image: The container image tasks run in (Iris); ``container_profile`` alike.
     """
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
@@ -355,12 +330,9 @@ class ResourceConfig(Model):
         return self.device.chip_count() * self.replicas
 
     def device_flops(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s of one chip of ``device`` (for MFU).
+        """Peak dense FLOP/s of one chip of ``device`` (for MFU): ``NotImplementedError``
+        for a CPU, ``ValueError`` where the table has no figure."""
 
-        Raises:
-            NotImplementedError: The device is a CPU.
-            ValueError: The table has no figure for this device and dtype.
-        """
         return self.device.device_flops(dtype)
 
     def total_flops(self, dtype: str = "bf16") -> float:
@@ -379,13 +351,8 @@ class ResourceConfig(Model):
         disk: float | None = None,
     ) -> ResourceConfig:
         """A copy with ``cpu``, ``ram`` and ``disk`` multiplied: all three by ``factor``, or
-        each by its own keyword (an omitted one keeps its value). Sizes keep a compact unit:
-        ``ResourceConfig(ram="3g").scale(ram=1.5).ram == "4.5g"``.
-
-        Raises:
-            InvalidRequestError: ``factor`` and keywords are both given, or a factor is not a
-                finite number >= 0.
-        """
+        each by its own keyword (finite numbers >= 0, not both forms); sizes keep a compact
+        unit: ``ResourceConfig(ram="3g").scale(ram=1.5).ram == "4.5g"``."""
         given = {"cpu": cpu, "ram": ram, "disk": disk}
         if factor is not None and any(v is not None for v in given.values()):
             raise InvalidRequestError.for_field(
@@ -416,16 +383,11 @@ class ResourceConfig(Model):
     def with_tpu(
         cls, tpu_type: str | Sequence[str], *, slice_count: int = 1, **kwargs: Any
     ) -> ResourceConfig:
-        """A TPU gang: ``slice_count`` slices of ``tpu_type``, one replica per VM.
+        """A TPU gang: ``slice_count`` slices of ``tpu_type`` (or of the first of a list of
+        types, the rest acceptable alternatives of the same shape), one replica per VM.
+        ``kwargs`` are other fields; ``cpu`` and ``ram`` default to half the family's host VM
+        (``fray.topology.TPU_HOST_RESOURCES``), ``disk`` to ``"50g"``."""
 
-        Args:
-            tpu_type: A TPU type, or a list whose first entry is preferred and the rest are
-                acceptable alternatives of the same shape.
-            slice_count: Number of slices (multislice when more than 1).
-            **kwargs: Other ``ResourceConfig`` fields; ``cpu`` and ``ram`` default to half
-                the family's host VM (``fray.topology.TPU_HOST_RESOURCES``: 104 cores and
-                ``"224g"`` on v5p), ``disk`` to ``"50g"``.
-        """
         reject_reserved(
             "with_tpu",
             kwargs,

@@ -4,10 +4,10 @@ message or a listing may show with those hidden. No import of Fray's: ``fray.err
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-__all__ = ["REDACTED", "is_secret_name", "redact_env", "redacted"]
+__all__ = ["REDACTED", "is_secret_name", "masker", "redact_env", "redacted"]
 
 _SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
@@ -43,3 +43,17 @@ def redacted(value: Any) -> Any:
             if is_secret_name(match[1]) and not value.startswith(REDACTED, match.end()):
                 return value[: match.end()] + REDACTED
     return value
+
+
+def masker(envs: Iterable[Mapping[str, str]]) -> Callable[[str], str]:
+    """A function that masks, in a text, the values of the secret-looking env vars of ``envs``
+    (those of four characters or more: masking ``1`` everywhere would protect nothing)."""
+    secrets = {v for env in envs for k, v in env.items() if is_secret_name(k) and len(v) >= 4}
+    ordered = sorted(secrets, key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for value in ordered:
+            text = text.replace(value, REDACTED)
+        return text
+
+    return mask

@@ -15,38 +15,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Self, cast
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fray._model import (
-    REDACTED,
-    Float,
-    Int,
-    Model,
-    Name,
-    Seq,
-    SeqOf,
-    Str,
-    StrSeq,
-    as_tuple,
-    is_secret_name,
-    parse_memory,
-    redact_env,
-    redacted,
-)
-from fray._resources import (
-    GPU_TYPES,
-    CpuConfig,
-    DeviceConfig,
-    GpuConfig,
-    ResourceConfig,
-    TpuConfig,
-)
+from fray._model import Float, Int, Model, Name, Seq, SeqOf, Str, StrSeq, as_tuple, parse_memory
+from fray._resources import GPU_TYPES, CpuConfig, DeviceConfig, GpuConfig, ResourceConfig, TpuConfig
+from fray._secrets import REDACTED, redact_env, redacted
 from fray.errors import InvalidRequestError
 
 __all__ = [
@@ -65,9 +38,7 @@ __all__ = [
     "ResourceConfig",
     "TpuConfig",
     "create_environment",
-    "is_secret_name",
     "parse_memory",
-    "redact_env",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -86,18 +57,15 @@ class EnvironmentConfig(Model):
     Attributes:
         workspace: A local directory shipped to remote workers (``None``: the current env).
         docker_image: A container image to run in (mutually exclusive with ``workspace``).
-        pip_packages: Requirements installed for the job (remote backends install them; the
-            local backend checks they are already installed).
-        env_vars: Environment variables. Values of names that look secret (``*TOKEN*``,
-            ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``) are redacted in reprs and records.
-            ``None`` values are dropped.
-        secrets: Credentials by name, delivered to the job as files; their values never
-            appear in a repr or an error.
-        secret_behavior: ``"inherit"`` (the driver's available credentials are forwarded
-            too) or ``"isolate"`` (only ``secrets``); rigging's ``SecretBehavior`` works.
+        pip_packages: Requirements installed for the job (the local backend checks they
+            are installed).
+        env_vars: Environment variables (``None`` values dropped); values of secret-looking
+            names (``*TOKEN*``, ``*KEY*``, ...) are redacted in reprs and records.
+        secrets: Credentials by name, delivered as files; never shown in a repr or error.
+        secret_behavior: ``"inherit"`` (the driver's credentials are forwarded too) or
+            ``"isolate"`` (only ``secrets``).
         extras: Optional-dependency extras of the workspace project to install.
-        setup_scripts: Scripts run before the job where the backend runs setup scripts
-            (Iris): ``None`` for the backend's default, ``[]`` for none.
+        setup_scripts: Scripts run before the job (Iris): ``None`` for the default.
         sync_packages: Workspace members the default setup installs (empty: all).
     """
 
@@ -435,7 +403,8 @@ _FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 
 
 class JobRequest(Model):
-    """A job to run.
+    """A job to run. Unlike most Fray types it may be changed after it is made (as the
+    predecessor's dataclass could); each assignment is validated.
 
     Attributes:
         name: Job name (see ``JOB_NAME_ALLOWED``); ids are derived from it.
@@ -443,31 +412,19 @@ class JobRequest(Model):
         resources: What each replica needs.
         environment: Software environment; ``None`` for the current one.
         replicas: How many copies to run; ``None`` takes ``resources.replicas``.
-        processes_per_task: Processes per replica (one per GPU group); more than 1 only
-            where the backend runs a multi-process supervisor (Iris).
+        processes_per_task: Processes per replica; more than 1 only on Iris.
         max_retries_failure: Re-runs after the job's own failure (N retries = N+1 attempts).
         max_retries_preemption: Re-runs after a preemption (node or worker lost).
-        max_task_failures: Failed replica attempts the whole job tolerates, summed over its
-            attempts (preemptions never count); 0: no job-wide limit beyond
-            ``max_retries_failure``.
-        priority: The backend's priority band (0: its default). Placement only: a no-op on
-            the local and fake backends and on Ray.
-        timeout: Seconds each attempt may run (a number, a ``timedelta`` or the
-            predecessor's ``Duration``); an attempt that runs longer is stopped and the job
-            fails with a ``TimeoutError`` cause, without retry (a deadline, as Iris enforces
-            it). ``None``: no limit.
-        scheduling_timeout: Seconds the job may wait to be placed (same forms as
-            ``timeout``); a job still waiting then fails, its error saying what it asked
-            for and why no node took it. ``None`` (the default): wait as long as it takes
-            (TPU users wait hours for slices). Iris, Ray's callable jobs and Ray's TPU gangs
-            honour it; the local and fake backends place every job at once; Ray refuses it
-            for command jobs.
+        max_task_failures: Failed replica attempts the job tolerates over all its attempts
+            (preemptions never count); 0: no limit beyond ``max_retries_failure``.
+        priority: The backend's priority band (0: its default); a no-op but on Iris.
+        timeout: Seconds each attempt may run (a number, a ``timedelta`` or a ``Duration``);
+            past it the job fails with a ``TimeoutError`` cause, without retry.
+        scheduling_timeout: Seconds the job may wait to be placed (same forms); then it
+            fails, saying what it asked for and why no node took it. ``None``: no limit.
+            The local and fake backends place jobs at once; Ray refuses it for commands.
         isolation: ``"thread"``, ``"process"`` or ``"auto"`` (the local backend runs callables
-            in threads unless they need a process: env vars, TPU hosts). Remote backends
-            always run jobs in processes.
-
-    Unlike most Fray types, ``JobRequest`` may be changed after it is made (as the
-    predecessor's dataclass could): each assignment is validated like a new value.
+            in threads unless they need a process); remote backends always use processes.
     """
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
@@ -528,17 +485,14 @@ class JobRequest(Model):
 
 
 class ActorConfig(Model):
-    """How an actor behaves (not what it needs: that is ``ResourceConfig``).
+    """How an actor behaves (not what it needs: that is ``ResourceConfig``); it may be
+    changed after it is made, each assignment validated.
 
     Attributes:
-        max_concurrency: Calls that may run at once on one actor (1: strictly one at a time,
-            in the order they arrived).
+        max_concurrency: Calls that may run at once on one actor (1: one at a time, in order).
         max_restarts: Restarts after the actor dies (-1: forever; ``None``: backend default).
         max_task_retries: Retries of a call interrupted by the actor dying (-1: forever).
-        priority: The backend's priority band (0: its default); placement only, a no-op
-            on the local and fake backends and on Ray.
-
-    ``ActorConfig`` may be changed after it is made; each assignment is validated.
+        priority: The backend's priority band (0: its default); a no-op but on Iris.
     """
 
     model_config = ConfigDict(frozen=False, validate_assignment=True)
@@ -550,25 +504,18 @@ class ActorConfig(Model):
 
 
 class JobInfo(Model):
-    """A snapshot of a job's bookkeeping.
+    """A snapshot of a job's bookkeeping (times are Unix times).
 
     Attributes:
-        job_id: The job's id (hierarchical: ``parent/child``).
-        name: The request's name.
-        status: Current status.
         attempts: Attempts started so far (first run included).
         preemptions: Attempts lost to preemption.
         failures: Attempts that failed on their own.
         error: The last error text, if any.
-        exit_code: Exit code of a command job's last attempt, if known.
+        exit_code: Exit code of the last attempt, if known.
         parent: The parent job's id, if submitted from inside a job.
         children: Ids of jobs submitted from inside this one.
-        replicas: Replicas per attempt.
-        submitted_at: Unix time of submission.
-        started_at: Unix time the first attempt started, if it has.
-        finished_at: Unix time it reached a final status, if it has.
-        pending_reason: While the job waits to be placed, why (what it asked for and what
-            the cluster lacks), where the backend says.
+        started_at: When the first attempt started, if it has.
+        pending_reason: While the job waits to be placed, why, where the backend says.
     """
 
     job_id: Str

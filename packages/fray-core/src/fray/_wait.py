@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from fray.errors import JobTimeoutError
+from fray.errors import InvalidRequestError, JobTimeoutError
 
 if TYPE_CHECKING:
     from fray._types import JobStatus
@@ -53,8 +53,6 @@ class _Progress:
 
 
 def _check(jobs: Any, timeout: Any, progress: Any) -> list[Any]:
-    from fray.errors import InvalidRequestError
-
     if isinstance(jobs, str | bytes) or not isinstance(jobs, Iterable):
         raise InvalidRequestError.for_field(
             "wait_all.jobs", jobs, "must be a sequence of job handles or actor futures"
@@ -67,6 +65,10 @@ def _check(jobs: Any, timeout: Any, progress: Any) -> list[Any]:
             raise InvalidRequestError.for_field(
                 "wait_all.jobs", handle, "each item must be a job handle or an actor future"
             )
+    if len({hasattr(h, "status") for h in handles}) > 1:
+        raise InvalidRequestError.for_field(
+            "wait_all.jobs", handles, "give job handles or actor futures, not both at once"
+        )
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
     ):
@@ -87,40 +89,28 @@ def wait_all(
     raise_on_failure: bool = True,
     progress: bool | None = None,
 ) -> list[JobStatus]:
-    """Waits until every job is finished; returns their statuses in input order.
-
-    Jobs whose handles can notify (``add_done_callback``) are not polled at all; others are
-    polled with a short, capped interval.
-
-    Given actor futures (``handle.method.remote(...)`` results) instead of job handles, it
-    waits for those and returns their results in input order (with ``raise_on_failure``
-    off, a failed call's exception stands in its place).
+    """Waits until every job (handles from any backend) is finished; returns their statuses
+    in input order. Handles that can notify (``add_done_callback``) are not polled. Given
+    actor futures instead, it returns their results (with ``raise_on_failure`` off, a failed
+    call's exception stands in its place).
 
     Args:
-        jobs: Job handles, from any backend (they may be mixed).
         timeout: Seconds to wait in total, or ``None`` for no limit.
-        raise_on_failure: Raise as soon as any job FAILED (fail-fast; the other jobs keep
-            running). STOPPED jobs are not failures.
-        progress: Show a ``done/running/failed`` line on stderr: ``None`` shows it on a
-            terminal after a second, ``True`` always, ``False`` never.
+        raise_on_failure: Raise as soon as any job FAILED (the others keep running);
+            STOPPED is not a failure.
+        progress: A ``done/running/failed`` line on stderr: ``None`` on a terminal after a
+            second, ``True`` always, ``False`` never.
 
     Raises:
         InvalidRequestError: An argument has the wrong type or value.
-        JobFailedError: A job failed and ``raise_on_failure`` is set; it is that job's error,
-            with the user's exception chained.
+        JobFailedError: A job failed and ``raise_on_failure`` is set (its own error).
         JobTimeoutError: ``timeout`` passed before every job finished.
     """
     from fray._types import JobStatus
 
     handles = _check(jobs, timeout, progress)
-    kinds = {not hasattr(h, "status") and callable(getattr(h, "result", None)) for h in handles}
-    if len(kinds) > 1:
-        from fray.errors import InvalidRequestError
+    futures = bool(handles) and not hasattr(handles[0], "status")
 
-        raise InvalidRequestError.for_field(
-            "wait_all.jobs", handles, "give job handles or actor futures, not both at once"
-        )
-    futures = kinds == {True}
     total = len(handles)
     results: list[Any] = [None] * total
     pending = set(range(total))

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import contextvars
-
 from fray._actor import ActorContext, HostedActor, current_actor
-from fray._bound import Bound, bind_actor, bound
+from fray._bound import bind_actor, bound
 from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod
 from fray.errors import ActorUnavailableError
 
@@ -22,16 +20,7 @@ __all__ = [
 ]
 
 
-def _set_current_actor(  # pyright: ignore[reportUnusedFunction]
-    context: ActorContext,
-) -> contextvars.Token[Bound]:
-    """Makes ``current_actor()`` return ``context`` here; undo with
-    :func:`_reset_current_actor` (for tests that run actor code outside an actor)."""
-    return bind_actor(context)
-
-
-def _reset_current_actor(  # pyright: ignore[reportUnusedFunction]
-    token: contextvars.Token[Bound],
-) -> None:
-    """Undoes :func:`_set_current_actor`."""
-    bound.reset(token)
+# For tests that run actor code outside an actor: ``token = _set_current_actor(context)``
+# makes ``current_actor()`` return ``context`` here, ``_reset_current_actor(token)`` undoes it.
+_set_current_actor = bind_actor
+_reset_current_actor = bound.reset

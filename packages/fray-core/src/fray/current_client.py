@@ -8,6 +8,7 @@ module). It must therefore stay as light as ``fray``: the client classes load on
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +42,6 @@ def __getattr__(name: str) -> Any:
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'fray.current_client' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(target[0]), target[1])
     globals()[name] = value
     return value

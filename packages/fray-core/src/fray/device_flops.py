@@ -21,11 +21,12 @@ The module imports only the standard library (no jax, no pydantic), so it is che
 from a training loop or from ``ResourceConfig``.
 """
 
-# Import cost matters here: no ``from __future__`` import, no regular expressions, and
-# ``logging`` is imported only when there is something to warn about.
+# Import cost matters here: no ``from __future__`` import, no regular expressions (``logging``
+# is imported by ``fray`` itself).
+import logging
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "DEVICE_FLOPS",
@@ -41,19 +42,7 @@ FlopDtype = Literal["bf16", "fp16", "fp32", "fp64", "tf32", "int8", "int4", "fp8
 """The dtype names the table is keyed by (see :func:`normalize_dtype` for accepted spellings)."""
 
 
-def __getattr__(name: str) -> Any:
-    # The predecessor's module had a public ``logger``; built on first use here.
-    if name == "logger":
-        import logging
-
-        return logging.getLogger(__name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _warn(message: str, *args: object) -> None:
-    import logging
-
-    logging.getLogger(__name__).warning(message, *args)
+logger = logging.getLogger(__name__)  # public, as in the predecessor's module
 
 
 def _dense(sparse: float) -> float:
@@ -269,17 +258,10 @@ def _is_tpu_slice_name(name: str) -> bool:
 
 
 def normalize_device_type(device_type: str) -> str:
-    """The table key for a Fray device type: lowercase, TPU slice names cut to their generation.
-
-    ``"H100"`` → ``"h100"``, ``"v4-128"`` → ``"v4"``, ``"v5litepod-16"`` and ``"v5e-16"`` →
-    ``"v5litepod"``, ``"A100-80G"`` → ``"a100-80g"``. JAX device kinds (``"NVIDIA H100 80GB
-    HBM3"``) are not handled here: use :func:`jax_device_kind_to_fray_device_type`.
-
-    Args:
-        device_type: A ``GpuConfig``/``TpuConfig`` variant or a table key.
-
-    Returns:
-        The lowercase key; a name the table does not know comes back lowercased, unchanged.
+    """The table key for a Fray device type (a ``GpuConfig``/``TpuConfig`` variant):
+    lowercase, TPU slice names cut to their generation. ``"H100"`` → ``"h100"``,
+    ``"v5e-16"`` → ``"v5litepod"``; an unknown name comes back lowercased. For JAX device
+    kinds use :func:`jax_device_kind_to_fray_device_type`.
     """
     kind = device_type.strip().lower()
     if _is_tpu_slice_name(kind):
@@ -327,19 +309,9 @@ _GPU_WORDS: Mapping[str, str] = MappingProxyType(
 
 
 def jax_device_kind_to_fray_device_type(kind: str) -> str:
-    """Maps a JAX ``device.device_kind`` to the table key for that device.
-
-    ``"NVIDIA H100 80GB HBM3"`` → ``"h100"``, ``"NVIDIA H100 PCIe"`` → ``"h100-pcie"``,
-    ``"NVIDIA A100-SXM4-80GB"`` → ``"a100-80g"``, ``"Tesla V100-SXM2-16GB"`` →
-    ``"v100-sxm"``, ``"NVIDIA GB200"`` → ``"b200"``, ``"TPU v4"`` → ``"v4"``,
-    ``"TPU v5 lite"`` → ``"v5litepod"``, ``"TPU v5"`` → ``"v5p"``, ``"TPU v6 lite"`` →
-    ``"v6e"``.
-
-    Args:
-        kind: The device kind string JAX reports.
-
-    Returns:
-        A key of :data:`DEVICE_FLOPS`, or the kind lowercased when the device is not known.
+    """The :data:`DEVICE_FLOPS` key of a JAX ``device.device_kind`` (an unknown kind comes
+    back lowercased): ``"NVIDIA H100 80GB HBM3"`` → ``"h100"``, ``"NVIDIA A100-SXM4-80GB"``
+    → ``"a100-80g"``, ``"TPU v5 lite"`` → ``"v5litepod"``, ``"TPU v5"`` → ``"v5p"``.
     """
     lowered = kind.strip().lower()
     if lowered.startswith("tpu "):
@@ -359,17 +331,8 @@ def jax_device_kind_to_fray_device_type(kind: str) -> str:
 
 
 def normalize_dtype(dtype: str) -> str:
-    """The table's name for a dtype: ``"bfloat16"`` → ``"bf16"``, ``"amp_bf16"`` → ``"bf16"``.
-
-    Lowercases, drops a mixed-precision ``amp_`` prefix and maps JAX/NumPy spellings
-    (``float32``, ``float16``, ``float8_e4m3fn``, ...) to the short names of :data:`FlopDtype`.
-
-    Args:
-        dtype: A dtype name.
-
-    Returns:
-        The normalised name; an unknown name comes back lowercased.
-    """
+    """The table's name for a dtype (:data:`FlopDtype`): ``"bfloat16"``, ``"amp_bf16"`` →
+    ``"bf16"``, ``"float8_e4m3fn"`` → ``"fp8"``; an unknown name comes back lowercased."""
     name = dtype.strip().lower().removeprefix("amp_")
     if name.startswith(("float8_", "float4_")):
         name = name.partition("_")[0]
@@ -377,26 +340,18 @@ def normalize_dtype(dtype: str) -> str:
 
 
 def device_flops(device_type: str, dtype: str = "bf16") -> float | None:
-    """Peak dense FLOP/s of one device (GPU or TPU chip).
-
-    Args:
-        device_type: A Fray device type: a ``GpuConfig`` variant (``"H100"``, ``"A100-80G"``),
-            a TPU type or generation (``"v5p-64"``, ``"v6e"``) or a table key.
-        dtype: The compute dtype (``"bf16"``, ``"fp32"``, ``"bfloat16"``, ...).
-
-    Returns:
-        FLOP/s for one device, or ``None`` (after logging a warning) when the device or the
-        dtype is not in the table.
-    """
+    """Peak dense FLOP/s of one device (GPU or TPU chip) of ``device_type`` (a ``GpuConfig``
+    variant, a TPU type or generation, or a table key) at ``dtype``; ``None``, after a
+    warning, when the table has no such device or dtype."""
     key = normalize_device_type(device_type)
     spec = DEVICE_FLOPS.get(key)
     if spec is None:
-        _warn("No peak FLOP/s known for device type %r (%r)", device_type, key)
+        logger.warning("No peak FLOP/s known for device type %r (%r)", device_type, key)
         return None
     dtype_key = normalize_dtype(dtype)
     flops = spec.get(dtype_key)
     if flops is None:
-        _warn(
+        logger.warning(
             "No peak FLOP/s known for dtype %r (%r) on %s; known: %s",
             dtype,
             dtype_key,
@@ -407,14 +362,6 @@ def device_flops(device_type: str, dtype: str = "bf16") -> float | None:
 
 
 def device_flops_for_jax_device(jax_device_kind: str, dtype: str = "bf16") -> float | None:
-    """Peak dense FLOP/s of one device, from the ``device_kind`` JAX reports.
+    """:func:`device_flops` of the device ``jax.devices()[0].device_kind`` names."""
 
-    Args:
-        jax_device_kind: ``jax.devices()[0].device_kind``, e.g. ``"TPU v4"`` or
-            ``"NVIDIA H100 80GB HBM3"``.
-        dtype: The compute dtype (``"bf16"``, ``"fp32"``, ...).
-
-    Returns:
-        FLOP/s for one device, or ``None`` (after logging a warning) when unknown.
-    """
     return device_flops(jax_device_kind_to_fray_device_type(jax_device_kind), dtype)

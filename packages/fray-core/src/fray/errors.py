@@ -46,13 +46,8 @@ class FrayError(Exception):
 
 
 class InvalidRequestError(FrayError, ValueError):
-    """A request, config or spec has a bad value.
-
-    Attributes:
-        field: Dotted name of the offending field (``"JobRequest.name"``), or ``None``.
-        value: The rejected value.
-        allowed: What would have been accepted, in words.
-    """
+    """A request, config or spec has a bad value: the ``field`` (dotted, e.g.
+    ``"JobRequest.name"``, or ``None``), the rejected ``value`` and what is ``allowed``."""
 
     def __init__(
         self, message: str, *, field: str | None = None, value: Any = None, allowed: str = ""
@@ -85,12 +80,8 @@ class JobNotFoundError(FrayError, LookupError):
 
 
 class JobAlreadyExistsError(FrayError, RuntimeError):
-    """A job with this name is already running and the request did not ask to adopt it.
-
-    Attributes:
-        job_name: The name that is taken.
-        handle: A handle to the existing job, when the backend can give one.
-    """
+    """A job named ``job_name`` is already running and the request did not ask to adopt it
+    (``handle``: a handle to it, when the backend can give one)."""
 
     def __init__(self, job_name: str, handle: Any = None) -> None:
         super().__init__(f"a job named {job_name!r} already exists")
@@ -99,17 +90,9 @@ class JobAlreadyExistsError(FrayError, RuntimeError):
 
 
 class JobFailedError(FrayError, RuntimeError):
-    """A job ended without success.
-
-    The user's own exception, where the backend knows it, is chained as ``__cause__``, and its
-    type and text are part of the message.
-
-    Attributes:
-        job_id: The job's id.
-        status: The job's final ``JobStatus``.
-        failed_status: Same as ``status`` (name kept for older code).
-        error: The error text the backend reported, if any.
-    """
+    """A job ended without success: ``job_id``, its final ``status`` (also
+    ``failed_status``, for older code) and the backend's ``error`` text. The user's own
+    exception, where known, is chained as ``__cause__`` and named in the message."""
 
     def __init__(self, job_id: str, status: Any, error: str | None = None) -> None:
         status_text = getattr(status, "value", status)

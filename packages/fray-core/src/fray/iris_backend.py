@@ -1,17 +1,8 @@
-"""The Iris backend at the predecessor's ``fray.iris_backend`` path, loaded on first use.
-
-Three kinds of names live here, as in the predecessor's module:
-
-- fray-iris's client, job handle and actor types (``FrayIrisClient``, ``IrisJobHandle``...);
-- the predecessor's helpers that build Iris requests from Fray's types
-  (``convert_resources``, ``convert_environment``, ``resolve_coscheduling``...); they
-  return the installed marin-iris's types;
-- Fray's own types, re-exported under the predecessor's names (``FrayEntrypoint`` is
-  ``fray.Entrypoint``, ``FrayJobAlreadyExists`` is ``fray.JobAlreadyExists``,
-  ``OperationFuture`` is the future of a long-running actor call, ``method.submit()``).
-
-Fray's types resolve without fray-iris. Without fray-iris installed, each of the others
-raises ``BackendUnavailableError`` (an ``ImportError``) with the install command.
+"""The Iris backend at the predecessor's ``fray.iris_backend`` path, loaded on first use:
+fray-iris's client, handles and request converters (``FrayIrisClient``,
+``convert_resources``...), and Fray's own types under the predecessor's names
+(``FrayEntrypoint`` is ``fray.Entrypoint``). Fray's types resolve without fray-iris; the
+others then raise ``BackendUnavailableError`` with the install command.
 """
 
 from __future__ import annotations
@@ -58,8 +49,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 # Fray's own objects, by the predecessor's name: (module, name there). ``OperationFuture``
-# is the future ``method.submit()`` returns (a long-running actor call; a
-# ``concurrent.futures.Future`` whose ``result(timeout)`` raises ``JobTimeoutError``).
+# is the future ``method.submit()`` returns.
+
 _FRAY: dict[str, tuple[str, str]] = {
     "ANY_REGION": ("fray._resources", "ANY_REGION"),
     "ActorConfig": ("fray._types", "ActorConfig"),

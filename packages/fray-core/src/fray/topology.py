@@ -1,26 +1,11 @@
-"""Cloud TPU slice types: sizes, VM layout, memory and default environment.
+"""Cloud TPU slice types: sizes, VM layout, memory and default environment; the one table
+of the TPU slice types Fray schedules (standard library only, cheap to import).
 
-This module is the single source of truth for the TPU slice types Fray knows how to
-schedule. It uses only the standard library and does no work at import time beyond
-building a small table, so any part of Fray may import it cheaply.
-
-Slice names have the form ``<generation>-<suffix>``, for example ``v4-8`` or
-``v5litepod-16``. What the numeric suffix counts depends on the generation:
-
-* ``v4`` and ``v5p``: the suffix counts TensorCores, and each chip has two, so
-  ``v4-8`` has 4 chips and ``v5p-128`` has 64 chips.
-* ``v5litepod`` and ``v6e``: the suffix counts chips, so ``v5litepod-16`` has 16
-  chips and ``v6e-8`` has 8 chips.
-
-``v5e-N`` is accepted as another spelling of ``v5litepod-N``; names are matched
-case-insensitively and surrounding whitespace is ignored. Lookups always return the
-canonical name.
-
-Each slice is a set of VMs (the machines a job's processes run on). Scheduling works
-in terms of :attr:`TpuTopology.vm_count` (VMs per slice, i.e. one worker per VM) and
-:attr:`TpuTopology.chips_per_vm` (TPU chips each worker sees). Some slice sizes place
-two VMs on one physical host, so :attr:`TpuTopology.host_count` may be smaller than
-``vm_count``; it is informational only and never used for placement.
+Names are ``<generation>-<suffix>``: for ``v4`` and ``v5p`` the suffix counts TensorCores
+(two per chip: ``v4-8`` has 4 chips), for ``v5litepod`` and ``v6e`` it counts chips.
+``v5e-N`` is another spelling of ``v5litepod-N``; case and surrounding whitespace are
+ignored, and lookups return the canonical name. Scheduling runs one worker per VM
+(``vm_count``, ``chips_per_vm``); ``host_count`` is informational.
 
 Example:
     >>> topo = get_tpu_topology("V5E-16")
@@ -73,16 +58,11 @@ _GENERATION_ALIASES: dict[str, str] = {"v5e": "v5litepod"}
 
 @dataclass(frozen=True, slots=True)
 class TpuTopology:
-    """Shape of one TPU slice type.
+    """Shape of one TPU slice type (``name`` is canonical, e.g. ``"v5litepod-16"``).
 
     Attributes:
-        name: Canonical slice type name, e.g. ``"v5litepod-16"``.
-        generation: TPU generation: ``"v4"``, ``"v5litepod"``, ``"v5p"`` or ``"v6e"``.
-        chip_count: TPU chips in one slice.
-        host_count: Physical hosts in one slice. Informational; scheduling uses
-            ``vm_count``.
+        host_count: Physical hosts in one slice (informational; scheduling uses ``vm_count``).
         vm_count: VMs (workers) in one slice.
-        chips_per_vm: TPU chips attached to each VM.
         hbm_per_chip_gib: High-bandwidth memory per chip, in GiB.
     """
 
@@ -105,15 +85,9 @@ class TpuTopology:
         return self.vm_count > 1
 
     def default_env_vars(self) -> dict[str, str]:
-        """Environment variables a job on this slice type should get unless the user set them.
-
-        ``JAX_PLATFORMS`` is set to the empty string, which lets JAX pick the TPU
-        backend itself. ``v5litepod``, ``v5p`` and ``v6e`` also get a
-        ``LIBTPU_INIT_ARGS`` value raising XLA's scoped VMEM limit; ``v4`` gets none.
-
-        Returns:
-            A new dict that the caller may modify.
-        """
+        """The env vars a job on this slice type gets unless it sets them (a new dict):
+        ``JAX_PLATFORMS=""`` (JAX picks the TPU) and, but on ``v4``, ``LIBTPU_INIT_ARGS``
+        raising XLA's scoped VMEM limit."""
         env = {"JAX_PLATFORMS": ""}
         libtpu_args = _LIBTPU_INIT_ARGS.get(self.generation)
         if libtpu_args is not None:
@@ -144,69 +118,41 @@ def _build_table() -> dict[str, TpuTopology]:
             chips = suffix // 2
             add(generation, suffix, chips, chips // 4, chips // 4)
 
+    def add_chip_counted(generation: str, suffixes: Iterable[int], vms_per_host: int) -> None:
+        # v5litepod and v6e: the suffix counts chips. Up to 8 chips share a single VM;
+        # larger slices have 4 chips per VM.
+        for suffix in suffixes:
+            vms = 1 if suffix <= 8 else suffix // 4
+            add(generation, suffix, suffix, max(vms // vms_per_host, 1), vms)
+
     v4_suffixes = [8 << i for i in range(10)]  # 8 .. 4096
     add_core_counted("v4", v4_suffixes)
-
-    # v5litepod: the suffix counts chips. Up to 8 chips share a single VM; larger
-    # slices have 4 chips per VM with two VMs per host.
-    for suffix in (1 << i for i in range(9)):  # 1 .. 256
-        if suffix <= 8:
-            add("v5litepod", suffix, suffix, 1, 1)
-        else:
-            add("v5litepod", suffix, suffix, suffix // 8, suffix // 4)
-
+    add_chip_counted("v5litepod", [1 << i for i in range(9)], vms_per_host=2)  # 1 .. 256
     add_core_counted("v5p", [*v4_suffixes, 8192, 12288])
-
-    # v6e: the suffix counts chips. Up to 8 chips share a single VM; larger slices
-    # have 4 chips per VM, one VM per host.
-    for suffix in (1, 4, 8, 16, 32, 64, 128, 256):
-        if suffix <= 8:
-            add("v6e", suffix, suffix, 1, 1)
-        else:
-            add("v6e", suffix, suffix, suffix // 4, suffix // 4)
-
+    add_chip_counted("v6e", [1, 4, 8, 16, 32, 64, 128, 256], vms_per_host=1)
     return table
 
 
 TPU_TOPOLOGIES: Mapping[str, TpuTopology] = MappingProxyType(_build_table())
-"""Every known TPU slice type, keyed by canonical name (read-only).
-
-Ordered by generation (``v4``, ``v5litepod``, ``v5p``, ``v6e``) and then by size.
-Aliases such as ``v5e-16`` are not keys; use :func:`get_tpu_topology` to look names
-up leniently.
-"""
+"""Every known TPU slice type by canonical name (read-only), by generation and then size;
+aliases (``v5e-16``) are not keys: :func:`get_tpu_topology` reads them."""
 
 _GENERATIONS: tuple[str, ...] = tuple(_HBM_PER_CHIP_GIB)
 
 
 def tpu_generations() -> tuple[str, ...]:
-    """Returns the known TPU generations, oldest first.
-
-    Returns:
-        ``("v4", "v5litepod", "v5p", "v6e")``.
-    """
+    """The known TPU generations, oldest first: ``("v4", "v5litepod", "v5p", "v6e")``."""
     return _GENERATIONS
 
 
 class UnknownTpuTypeError(ValueError):
-    """Raised when a TPU slice type name is not in the table (or is not a string).
-
-    Attributes:
-        name: The value that was looked up, exactly as given.
-        suggestions: Up to three known canonical names close to ``name``, best
-            first; may be empty.
-    """
+    """Raised when a TPU slice type ``name`` (as given) is not in the table (or is not a
+    string); ``suggestions`` are up to three known names close to it, best first."""
 
     name: object
     suggestions: tuple[str, ...]
 
     def __init__(self, name: object, suggestions: Iterable[str] = ()) -> None:
-        """Builds the error and its message.
-
-        Args:
-            name: The value that was looked up.
-            suggestions: Known canonical names to offer in the message.
-        """
         self.name = name
         self.suggestions = tuple(suggestions)
         super().__init__(self._message())
@@ -254,11 +200,8 @@ def _normalise(name: str) -> str:
 
 
 def _suggest(key: str, limit: int = 3) -> tuple[str, ...]:
-    """Finds up to ``limit`` known names close to the normalised name ``key``.
-
-    Sizes of the same generation nearest to the requested size (by ratio) come first,
-    then names that are textually similar.
-    """
+    """Up to ``limit`` known names close to ``key``: the nearest sizes of its generation
+    (by ratio) first, then names spelt alike."""
     import difflib  # Only needed on the error path; keep module import cheap.
 
     picks: list[str] = []
@@ -280,19 +223,10 @@ def _suggest(key: str, limit: int = 3) -> tuple[str, ...]:
 
 
 def canonical_tpu_name(name: str) -> str:
-    """Returns the canonical name of a known TPU slice type.
-
-    Args:
-        name: A slice type name such as ``"v5litepod-16"``, ``"V5E-16"`` or
-            ``" v4-8 "``. Case and surrounding whitespace are ignored, and
-            ``v5e-N`` is accepted for ``v5litepod-N``.
-
-    Returns:
-        The canonical name, e.g. ``"v5litepod-16"``.
+    """The canonical name of a slice type: ``" V5E-16"`` → ``"v5litepod-16"``.
 
     Raises:
-        UnknownTpuTypeError: If ``name`` is not a string or not a known slice type.
-            The error lists close matches and the known ranges.
+        UnknownTpuTypeError: Not a string or not a known type (naming close matches).
     """
     if not isinstance(name, str):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UnknownTpuTypeError(name)
@@ -303,36 +237,23 @@ def canonical_tpu_name(name: str) -> str:
 
 
 def get_tpu_topology(name: str) -> TpuTopology:
-    """Looks up the shape of a TPU slice type.
-
-    Args:
-        name: A slice type name, matched as in :func:`canonical_tpu_name`.
-
-    Returns:
-        The slice's :class:`TpuTopology`.
+    """The shape of a slice type, named as :func:`canonical_tpu_name` reads it.
 
     Raises:
-        UnknownTpuTypeError: If ``name`` is not a string or not a known slice type.
+        UnknownTpuTypeError: Not a string or not a known type.
     """
     return TPU_TOPOLOGIES[canonical_tpu_name(name)]
 
 
 def slices_for_replicas(name: str, replicas: int) -> int:
-    """Returns how many slices are needed to run ``replicas`` workers, one per VM.
-
-    Args:
-        name: A slice type name, matched as in :func:`canonical_tpu_name`.
-        replicas: Number of workers; must be a positive multiple of the slice's
-            ``vm_count``.
-
-    Returns:
-        ``replicas // vm_count``.
+    """How many slices of ``name`` run ``replicas`` workers, one per VM.
 
     Raises:
-        UnknownTpuTypeError: If ``name`` is not a known slice type.
-        TypeError: If ``replicas`` is not an ``int``.
-        ValueError: If ``replicas`` is not a positive multiple of ``vm_count``.
+        UnknownTpuTypeError: ``name`` is not a known slice type.
+        TypeError: ``replicas`` is not an ``int``.
+        ValueError: ``replicas`` is not a positive multiple of ``vm_count``.
     """
+
     topology = get_tpu_topology(name)
     if isinstance(replicas, bool) or not isinstance(replicas, int):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError(f"replicas must be an int, got {type(replicas).__name__} {replicas!r}")
@@ -368,12 +289,7 @@ TPU_HBM_BYTES_PER_CHIP: Mapping[str, int] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class TpuHostResources:
-    """The CPU cores and RAM (GB) of one TPU host VM of a family.
-
-    Attributes:
-        cpu: Cores of the host VM.
-        ram_gb: Its RAM in GB.
-    """
+    """The CPU cores (``cpu``) and RAM in GB (``ram_gb``) of one TPU host VM of a family."""
 
     cpu: int
     ram_gb: int

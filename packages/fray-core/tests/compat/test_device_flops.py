@@ -202,7 +202,7 @@ def test_unknown_dtype_is_none_with_a_warning(caplog: pytest.LogCaptureFixture) 
 def test_module_logger_is_the_one_warnings_go_to() -> None:
     assert df.logger is logging.getLogger("fray.device_flops")
     with pytest.raises(AttributeError):
-        _ = df.no_such_name
+        _ = df.no_such_name  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]
 
 
 def test_table_is_read_only() -> None:

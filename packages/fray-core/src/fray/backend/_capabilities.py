@@ -1,17 +1,10 @@
-"""What each backend refuses in a request, declared once per backend.
+"""What each backend refuses in a request, one :class:`Capabilities` table per backend:
+a backend honours every field or refuses it at submit time, naming the field.
 
-A backend honours every field of a request or refuses it at submit time naming the field;
-nothing is dropped on the way. The refusals that depend only on the request (not on the
-cluster it meets) are listed here, one :class:`Capabilities` table per backend:
-
-- the backend checks each request against its own table (its only copy of those rules);
-- ``FakeClient(target="ray")`` and ``LocalClient(target="ray")`` check against another
-  backend's table, so a unit test fails where the cluster would, with the same message;
-- each backend's README carries its table (:meth:`Capabilities.markdown`; a test keeps them
-  equal).
-
-What depends on the cluster (a head-node resource, the installed marin-iris line, a package
-missing from this environment) is checked by the backend itself, where it can see it.
+A backend checks requests against its own table; ``FakeClient(target="ray")`` and
+``LocalClient(target="ray")`` check against another's, so a unit test fails where the
+cluster would, with the same message; each backend's README carries its table
+(:meth:`Capabilities.markdown`). What depends on the cluster is checked by the backend.
 """
 
 from __future__ import annotations
@@ -30,17 +23,10 @@ __all__ = ["Capabilities", "Limit", "capabilities_of", "known_targets", "resourc
 
 @dataclass(frozen=True)
 class Limit:
-    """One refusal: the field (a path under :class:`~fray.JobRequest`), what is allowed
-    there, and the test that finds a request breaking it.
-
-    Attributes:
-        field: ``resources.disk``, ``environment.extras``, ``isolation``, ...
-        allowed: What the backend allows, and why; the error's text and the README's.
-        breaks: True for a request the backend refuses.
-        on_resources: For a ``resources.*`` limit, the same test on a bare
-            :class:`~fray.ResourceConfig`, so actors are checked too; ``None`` for limits
-            that only jobs have.
-    """
+    """One refusal: the ``field`` (a path under :class:`~fray.JobRequest`), what is
+    ``allowed`` there and why (the error's text and the README's), and ``breaks``, true for
+    a request the backend refuses; for a ``resources.*`` limit, ``on_resources`` is the same
+    test on a bare :class:`~fray.ResourceConfig`, so actors are checked too."""
 
     field: str
     allowed: str
@@ -60,13 +46,8 @@ def _value_at(obj: Any, path: str) -> Any:
 
 
 class Capabilities:
-    """The refusals of one backend, in the order it checks them.
-
-    Args:
-        backend: The backend's scheme (``local``, ``ray``, ``iris``).
-        title: How messages and the README name it (``Ray``).
-        limits: Its refusals.
-    """
+    """The refusals (``limits``) of one backend, in the order it checks them: ``backend``
+    is its scheme, ``title`` how messages and the README name it (``Ray``)."""
 
     def __init__(self, backend: str, title: str, limits: Iterable[Limit]) -> None:
         self.backend = backend
@@ -117,7 +98,7 @@ def _is_tpu(r: JobRequest) -> bool:
     return isinstance(r.resources.device, TpuConfig)
 
 
-def _sets_env_vars(r: JobRequest) -> bool:
+def sets_env_vars(r: JobRequest) -> bool:
     """Whether the job asks for an env var the driver does not already have (a value equal
     to the driver's own, such as ``create_environment()``'s defaults, needs no process)."""
     env = r.environment.env_vars if r.environment else {}
@@ -148,6 +129,24 @@ def _one_process_per_replica(who: str) -> Limit:
     )
 
 
+def _ray_tpu(name: str, what: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
+    return Limit(
+        f"resources.{name}",
+        "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
+        f"not by {what}",
+        lambda r: _is_tpu(r) and breaks(r.resources),
+    )
+
+
+def _ray_command(name: str, empty: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
+    return Limit(
+        f"resources.{name}",
+        f"{empty} for a command job on Ray: Ray's Jobs API cannot place a command by region, "
+        "zone or GPU alternatives; run the command from a callable job instead",
+        lambda r: not r.entrypoint.is_callable and breaks(r.resources),
+    )
+
+
 LOCAL = Capabilities(
     "local",
     "the local backend",
@@ -162,7 +161,7 @@ LOCAL = Capabilities(
             "isolation",
             "env vars need a process of their own (unless the driver has the same values); "
             "use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and _sets_env_vars(r),
+            lambda r: r.isolation == "thread" and sets_env_vars(r),
         ),
         Limit(
             "isolation",
@@ -217,41 +216,16 @@ RAY = Capabilities(
             "types (an accelerator-type label); a TPU gang claims one TPU type",
             lambda res: bool(res.device_alternatives) and not isinstance(res.device, GpuConfig),
         ),
-        Limit(
-            "resources.regions",
-            "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
-            "not by region",
-            lambda r: _is_tpu(r) and bool(r.resources.regions),
-        ),
-        Limit(
-            "resources.zone",
-            "unset for a TPU job on Ray: the gang claims slices by TPU type and slice name, "
-            "not by zone",
-            lambda r: _is_tpu(r) and r.resources.zone is not None,
-        ),
+        _ray_tpu("regions", "region", lambda res: bool(res.regions)),
+        _ray_tpu("zone", "zone", lambda res: res.zone is not None),
         Limit(
             "resources.preemptible",
             "True for a TPU job on Ray: TPU slices are never the head node",
             lambda r: _is_tpu(r) and not r.resources.preemptible,
         ),
-        Limit(
-            "resources.regions",
-            "unset for a command job on Ray: Ray's Jobs API cannot place a command by "
-            "region, zone or GPU alternatives; run the command from a callable job instead",
-            lambda r: not r.entrypoint.is_callable and bool(r.resources.regions),
-        ),
-        Limit(
-            "resources.zone",
-            "unset for a command job on Ray: Ray's Jobs API cannot place a command by "
-            "region, zone or GPU alternatives; run the command from a callable job instead",
-            lambda r: not r.entrypoint.is_callable and r.resources.zone is not None,
-        ),
-        Limit(
-            "resources.device_alternatives",
-            "empty for a command job on Ray: Ray's Jobs API cannot place a command by "
-            "region, zone or GPU alternatives; run the command from a callable job instead",
-            lambda r: not r.entrypoint.is_callable and bool(r.resources.device_alternatives),
-        ),
+        _ray_command("regions", "unset", lambda res: bool(res.regions)),
+        _ray_command("zone", "unset", lambda res: res.zone is not None),
+        _ray_command("device_alternatives", "empty", lambda res: bool(res.device_alternatives)),
         Limit(
             "scheduling_timeout",
             "unset for a command job on Ray: Ray's Jobs API reports a job PENDING both while "
@@ -312,12 +286,9 @@ def known_targets() -> tuple[str, ...]:
 
 
 def capabilities_of(target: str, *, field: str = "target") -> Capabilities:
-    """The table of the backend named ``target``.
+    """The table of the backend named ``target`` (``InvalidRequestError``, naming ``field``,
+    where no backend of that name has one)."""
 
-    Raises:
-        InvalidRequestError: No backend of that name has a table (``field`` names the
-            argument in the message).
-    """
     table = _TABLES.get(target) if isinstance(target, str) else None
     if table is None:
         raise InvalidRequestError.for_field(field, target, f"one of {', '.join(_TABLES)}")

@@ -1,13 +1,11 @@
 """The engine every client runs on: ``submit`` and the attempt loop written once, over a few
 hooks each backend writes.
 
-A request goes through :meth:`BaseClient.submit` (checks, parent, id, history) to the hook
-:meth:`BaseClient._launch`, by default :meth:`BaseClient._run_attempts`: it starts one
-attempt with the hook :meth:`BaseClient._start_attempt` and returns. The backend tells the
-record when the attempt is placed (:meth:`JobRecord.placed`) and how it ended
-(:meth:`JobRecord.report`, from any thread); :meth:`JobRecord.settle` decides whether another
-attempt follows. Deadlines (``timeout``, ``scheduling_timeout``) and ``terminate`` ask the
-backend to stop the attempt (:meth:`BaseClient._cancel_attempt`); no thread waits per job.
+``submit`` (checks, parent, id, history) calls ``_launch``, by default the attempt loop: it
+starts an attempt with ``_start_attempt`` and returns; the backend tells the record when it
+is placed (``JobRecord.placed``) and how it ended (``JobRecord.report``, from any thread),
+and ``JobRecord.settle`` decides whether another follows. Deadlines and ``terminate`` ask
+the backend to stop the attempt (``_cancel_attempt``); no thread waits per job.
 """
 
 from __future__ import annotations
@@ -48,11 +46,7 @@ DEFAULT_JOB_HISTORY = 10_000
 
 def job_history_limit() -> int:
     """How many finished jobs a client keeps for ``list_jobs()``/``get_job()``:
-    ``FRAY_JOB_HISTORY``, else 10,000.
-
-    Raises:
-        InvalidRequestError: The variable is not a whole number >= 0.
-    """
+    ``FRAY_JOB_HISTORY`` (a whole number >= 0), else 10,000."""
     text = os.environ.get(FRAY_JOB_HISTORY, "").strip()
     if not text:
         return DEFAULT_JOB_HISTORY
@@ -144,21 +138,15 @@ class _Soon:
 
 class BaseClient:
     """What every client shares: ``submit`` and the attempt loop, ``terminate``, the job
-    history, ``shutdown``, the context manager and the actor plumbing.
-
-    A backend writes :meth:`_start_attempt` and :meth:`_cancel_attempt` (or :meth:`_launch`
-    where its cluster runs the attempts itself), ``_create_actor_group`` and
-    ``_shutdown``; where its jobs' state is learnt by asking, :meth:`_refresh`; where their
-    output or value lives elsewhere, :meth:`_lines`, :meth:`_result` and :meth:`_info`.
+    history, ``shutdown``, the context manager and the actor plumbing; a backend writes the
+    hooks ``fray.backend`` lists (or :meth:`_launch` where its cluster runs the attempts).
 
     Attributes:
         scheme: The backend's spec prefix (``local``, ``ray``, ...).
-        capabilities: The backend's own table of refusals (``None``: it refuses nothing a
-            valid request can say).
+        capabilities: The backend's own table of refusals (``None``: refuses nothing).
         handle_type: The class of the handles ``submit`` returns.
         target: Another backend's table that requests are checked against as well, so a
             test on this client fails where that backend would (``target=``).
-        is_shutdown: Whether ``shutdown()`` has run.
     """
 
     scheme: ClassVar[str] = ""
@@ -199,13 +187,8 @@ class BaseClient:
 
     @final
     def submit(self, request: JobRequest, adopt_existing: bool = True) -> Any:
-        """Starts a job; see ``fray.Client.submit``.
-
-        Raises:
-            InvalidRequestError: The request is not a ``JobRequest``, or this backend (or
-                the ``target``) refuses a field of it.
-            FrayError: The client has been shut down.
-        """
+        """Starts a job; see ``fray.Client.submit``. A request that is not a ``JobRequest``,
+        or that this backend (or the ``target``) refuses, is an ``InvalidRequestError``."""
         if not isinstance(request, JobRequest):
             raise InvalidRequestError.for_field(
                 "submit.request", request, "must be a fray.JobRequest"
@@ -243,12 +226,8 @@ class BaseClient:
                 )
 
     def _prepare(self, request: JobRequest) -> Any:
-        """Checks what only this backend can check in a request and works out, once, what
-        its attempts need; the result is the record's ``data``.
-
-        Raises:
-            InvalidRequestError: Naming the field refused and what is allowed.
-        """
+        """Checks what only this backend can check in a request (an ``InvalidRequestError``
+        names the field) and works out, once, what its attempts need: the record's ``data``."""
         del request
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
@@ -505,11 +484,7 @@ class BaseClient:
         **kwargs: Any,
     ) -> Any:
         """Creates one actor (a group of one, named ``{name}-0``) and returns its handle
-        once its ``__init__`` has run.
-
-        Raises:
-            ActorError: ``__init__`` raised (chained as ``__cause__``).
-        """
+        once its ``__init__`` has run (an ``ActorError`` if it raised)."""
         group = self._new_group(
             actor_class, args, kwargs, name, 1, resources, actor_config, single=True
         )
@@ -580,11 +555,8 @@ class BaseClient:
         **kwargs: Any,
     ) -> HostedActor:
         """Runs ``actor_class(*args, **kwargs)`` in this process, as an actor named
-        ``name`` whose handle callers elsewhere can use; see ``fray.Client``.
+        ``name`` whose handle callers elsewhere can use; see ``fray.Client``."""
 
-        Raises:
-            ActorError: ``__init__`` raised (chained as ``__cause__``).
-        """
         self._check_open()
         validate_actor_args(actor_class, name, 1, None, actor_config)
         hosted = self._host_actor(actor_class, args, kwargs, name, actor_config)

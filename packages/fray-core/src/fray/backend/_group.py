@@ -42,20 +42,14 @@ def validate_actor_args(
 
 
 class ActorMember:
-    """One actor of a group, as its group sees it: a handle and a state.
-
-    Backends subclass it to hold what they need (a Ray ready-ref, an Iris job) and report
-    changes with :meth:`set_status`.
+    """One actor of a group, as its group sees it: ``index``, ``name`` (``{group}-{index}``),
+    ``handle`` and a state. Backends subclass it to hold what they need (a Ray ready-ref, an
+    Iris job) and report changes with :meth:`set_status`.
 
     Attributes:
-        index: Its index in the group, from 0.
-        name: ``{group}-{index}``.
-        handle: The handle callers use.
         status: PENDING until its ``__init__`` has run, then RUNNING; at its end SUCCEEDED
             (it set its ``shutdown_event``), FAILED or STOPPED.
         error: What made it FAILED, if known.
-        pending_reason: Why it waits to be placed, where its backend can tell (see
-            :meth:`BaseActorGroup._pending_reasons`).
     """
 
     def __init__(self, index: int, name: str, handle: Any) -> None:
@@ -147,22 +141,13 @@ class BaseActorGroup:
 
     @property
     def ready_count(self) -> int:
-        """Actors ready to take calls now."""
+        """See ``fray.ActorGroup.ready_count``."""
         self._refresh(0)
         return sum(1 for m in self._members if m.status is JobStatus.RUNNING)
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
-        """Waits until ``count`` actors are ready; returns their handles. By default, every
-        actor that has not ended cleanly (set its ``shutdown_event``, or was stopped): once
-        all have, that is none, and this returns ``[]``.
-
-        Raises:
-            InvalidRequestError: ``count`` is not an integer from 0 to the group size.
-            ActorError: Too many actors failed for ``count`` to become ready (the first
-                failure is chained).
-            JobTimeoutError: ``timeout`` seconds passed first; it says why the actors still
-                pending wait, where the backend can tell (:meth:`_pending_reasons`).
-        """
+        """See ``fray.ActorGroup.wait_ready``; the pending actors' reasons on a timeout are
+        :meth:`_pending_reasons`."""
         total = len(self._members)
         want = total if count is None else count
         if isinstance(want, bool) or not isinstance(want, int) or not 0 <= want <= total:
@@ -213,7 +198,7 @@ class BaseActorGroup:
         raise ActorError(message) from cause
 
     def discover_new(self) -> list[Any]:
-        """Handles of ready actors not returned by an earlier ``wait_ready``/``discover_new``."""
+        """See ``fray.ActorGroup.discover_new``."""
         self._refresh(0)
         with self._cond:
             fresh = [
@@ -225,17 +210,16 @@ class BaseActorGroup:
         return [m.handle for m in fresh]
 
     def statuses(self) -> list[JobStatus]:
-        """One status per actor: PENDING, RUNNING, SUCCEEDED (ended itself), FAILED or
-        STOPPED."""
+        """See ``fray.ActorGroup.statuses``."""
         self._refresh(0)
         return [m.status for m in self._members]
 
     def is_done(self) -> bool:
-        """Whether every actor of the group has ended for good."""
+        """See ``fray.ActorGroup.is_done``."""
         return all(s in _GONE for s in self.statuses())
 
     def shutdown(self) -> None:
-        """Stops every actor of the group; later calls fail with ``ActorDiedError``."""
+        """See ``fray.ActorGroup.shutdown``."""
         with self._cond:
             if self._stopped:
                 return

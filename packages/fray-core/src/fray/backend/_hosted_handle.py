@@ -162,13 +162,8 @@ class HostedActorMethod:
 
 @dataclasses.dataclass(frozen=True)
 class HostedActorHandle:
-    """Handle to a hosted actor: picklable (name, address, secret), callable from any
-    process that reaches the address.
-
-    Attributes:
-        name: The hosted actor's name.
-        address: Where its server listens.
-    """
+    """Handle to a hosted actor: picklable (``name``, the ``address`` its server listens
+    on, and its secret), callable from any process that reaches the address."""
 
     name: str
     address: tuple[str, int]

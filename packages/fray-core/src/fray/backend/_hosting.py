@@ -190,16 +190,12 @@ def host_in_process(
     host: str,
     announce: Callable[[HostedActorHandle], Callable[[], None]] | None = None,
 ) -> HostedActor:
-    """Constructs ``actor_class`` here and serves it on ``host`` (an address the other
-    nodes of the cluster reach this one by; loopback on a one-machine cluster).
-
-    ``announce(handle)``, when given, runs once the instance is built (a backend registers
-    the actor where its cluster looks names up); the callable it returns runs once when the
-    actor stops serving (``shutdown()``, or its ``shutdown_event``), before the server closes.
-
-    Raises:
-        ActorError: ``__init__`` raised (chained as ``__cause__``).
+    """Constructs ``actor_class`` here and serves it on ``host`` (the address other nodes
+    reach this one by). ``announce(handle)`` runs once the instance is built (a backend
+    registers the actor where its cluster looks names up); what it returns runs when the
+    actor stops serving, before the server closes. ``__init__`` raising is an ``ActorError``.
     """
+
     server = ActorServer(client, name, actor_config or ActorConfig(), host)
     try:
         with binding(client, server.context):

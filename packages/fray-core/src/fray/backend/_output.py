@@ -8,23 +8,18 @@ its own and code outside any job writes straight through.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import io
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
     from fray.backend._record import LogBuffer
 
-__all__ = [
-    "LineSink",
-    "PrefixedSink",
-    "capture_into",
-    "echo_stream",
-    "restore_output",
-    "route_output",
-]
+__all__ = ["PrefixedSink", "capture_into", "echo_stream", "restore_output", "route_output"]
 
 
 class LineSink(Protocol):
@@ -46,9 +41,6 @@ class PrefixedSink:
         self._buffer.write(text, self._prefix)
 
 
-# ---------------------------------------------------------------------------------------------
-# Routing print() of thread jobs
-
 _route: contextvars.ContextVar[tuple[LineSink, bool] | None] = contextvars.ContextVar(
     "fray_output_route", default=None
 )
@@ -60,13 +52,9 @@ _write_lock = threading.RLock()
 
 
 class _Router(io.TextIOBase):
-    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer.
-
-    What reaches the stream beneath is whole lines: ``print`` writes its text and its newline
-    in two calls, and another thread's line (a job's echoed output) landing between them
-    would join two lines into one. A thread's unfinished line waits for its newline, or for
-    a ``flush()`` from that thread.
-    """
+    """Stands in for sys.stdout/sys.stderr: writes from a job thread go to its buffer, and
+    the stream beneath gets whole lines only (``print`` writes text and newline in two
+    calls): a thread's unfinished line waits for its newline, or its ``flush()``."""
 
     def __init__(self, target: TextIO) -> None:
         self._target = target
@@ -133,8 +121,6 @@ _install_lock = threading.Lock()
 
 
 def _ensure_routers() -> None:
-    if isinstance(sys.stdout, _Router) and isinstance(sys.stderr, _Router):
-        return
     with _install_lock:
         if not isinstance(sys.stdout, _Router) and sys.stdout is not None:
             sys.stdout = _Router(sys.stdout)
@@ -142,24 +128,19 @@ def _ensure_routers() -> None:
             sys.stderr = _Router(sys.stderr)
 
 
-class capture_into:
+@contextlib.contextmanager
+def capture_into(buffer: LineSink, echo: bool) -> Iterator[None]:
     """Context manager: in this context, route ``print`` output into ``buffer`` (and also to
     the real stream when ``echo``)."""
-
-    def __init__(self, buffer: LineSink, echo: bool) -> None:
-        self._buffer = buffer
-        self._echo = echo
-        self._previous: Any = None
-
-    def __enter__(self) -> None:
-        self._previous = route_output(self._buffer, self._echo)
-
-    def __exit__(self, *exc: object) -> None:
-        restore_output(self._previous)
+    previous = route_output(buffer, echo)
+    try:
+        yield
+    finally:
+        restore_output(previous)
 
 
 def route_output(sink: LineSink, echo: bool) -> Any:
-    """:class:`capture_into` as two calls, for hot paths: routes this thread's ``print``
+    """:func:`capture_into` as two calls, for hot paths: routes this thread's ``print``
     output into ``sink`` and returns what :func:`restore_output` takes to undo it."""
     if not (type(sys.stdout) is _Router and type(sys.stderr) is _Router):
         _ensure_routers()

@@ -15,6 +15,7 @@ messages on every backend.
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 import traceback
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["JobRecord", "LogBuffer", "Outcome", "Phase", "job_id_part", "portable_error"]
 
+logger = logging.getLogger("fray")
+
 OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
 
@@ -38,19 +41,14 @@ def job_id_part(name: str) -> str:
 
 
 class Outcome(NamedTuple):
-    """How one attempt ended; a backend reports it with :meth:`JobRecord.report`.
-
-    Build one with the class methods. It pickles (a cause that would not is replaced by a
-    ``RuntimeError`` carrying its type and text), so a worker process can send it back.
+    """How one attempt ended, built with the class methods; a backend reports it with
+    :meth:`JobRecord.report`. It pickles (a cause that would not becomes a ``RuntimeError``
+    with its type and text), so a worker process can send it back.
 
     Attributes:
-        kind: ``succeeded``, ``failed``, ``preempted``, ``stopped``, ``timed_out`` or
-            ``unplaced``.
         value: The callable's return value (``succeeded``).
         cause: The user's exception behind a failure, where known.
-        error: What went wrong, in words (the failure, the preemption or why the job was not
-            placed).
-        exit_code: The process's exit code, where there was one.
+        error: What went wrong, in words (failure, preemption, why it was not placed).
         failed_tasks: How many replicas failed (``failed``), for ``max_task_failures``.
         trace: The failure's traceback, where :meth:`of_call` caught it.
     """
@@ -253,25 +251,14 @@ _INFO_FIELDS = (
 
 class JobRecord:
     """One job's bookkeeping: status, attempts, both retry budgets, output, value, children
-    and the callbacks to run when it ends.
+    and the callbacks to run when it ends (the fields of :class:`~fray.JobInfo`, and more).
 
     Attributes:
         client: The client that runs it (its backend's hooks act on the record).
-        job_id: The job's id (``parent/child`` for a job submitted from a job).
-        name: The job's name.
         request: What was submitted; ``None`` for a job this client found by id.
-        parent: The parent job's id, if any.
-        replicas: Replicas per attempt.
-        status: The current status.
         phase: Where the current attempt is.
-        attempts: Attempts that started running so far.
         begun: Attempts begun so far, placed or not (what tells the current one apart).
-        failures: Attempts that failed on their own.
-        preemptions: Attempts lost to preemption.
-        error: The last error text.
         cause: The user's exception behind a failure, where known.
-        exit_code: The last attempt's exit code, where known.
-        value: The callable's return value once SUCCEEDED.
         log: The job's output lines (where the backend keeps them in this process).
         children: Records of the jobs submitted from this one in this process.
         data: What the backend keeps for the current attempt (replicas, Ray refs, ...).
@@ -530,9 +517,7 @@ class JobRecord:
             try:
                 callback()
             except Exception:
-                import logging
-
-                logging.getLogger("fray").exception("a done-callback of %s raised", self.job_id)
+                logger.exception("a done-callback of %s raised", self.job_id)
 
     # -- waiting and reading -----------------------------------------------------------------
 

@@ -9,11 +9,10 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fray import current_client
-from fray._types import is_secret_name
 from fray.backend import client_from_spec, parse_client_spec  # imported here only
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import InvalidRequestError
@@ -78,11 +77,6 @@ def choose_spec(explicit: str | None) -> tuple[str | None, str]:
     return "local", "the default (no spec, no cluster)"
 
 
-def spec_scheme(spec: str) -> str:
-    """The backend a spec names."""
-    return parse_client_spec(spec).scheme
-
-
 def open_client(
     explicit: str | None, local: Callable[[int | None, str | None], Any] | None = None
 ) -> Any:
@@ -115,25 +109,6 @@ def quiet_local_client(threads: int | None, target: str | None) -> Any:
     from fray import LocalClient
 
     return LocalClient(threads, echo_logs=False, target=target)
-
-
-def redact(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the values of secret-looking names replaced by ``***``."""
-    return {name: "***" if is_secret_name(name) else value for name, value in env.items()}
-
-
-def masker(envs: Iterable[Mapping[str, str]]) -> Callable[[str], str]:
-    """A function that masks, in a text, the values of the secret-looking env vars of ``envs``
-    (those of four characters or more: masking ``1`` everywhere would protect nothing)."""
-    secrets = {v for env in envs for k, v in env.items() if is_secret_name(k) and len(v) >= 4}
-    ordered = sorted(secrets, key=len, reverse=True)
-
-    def mask(text: str) -> str:
-        for value in ordered:
-            text = text.replace(value, "***")
-        return text
-
-    return mask
 
 
 def silence_stdout() -> None:

@@ -12,6 +12,8 @@ import platform
 import sys
 from typing import Any
 
+from fray._client import BUILTIN_BACKENDS, parse_client_spec
+from fray._secrets import redact_env
 from fray.cli._common import (
     add_command,
     choose_spec,
@@ -19,8 +21,6 @@ from fray.cli._common import (
     print_json,
     print_pairs,
     print_table,
-    redact,
-    spec_scheme,
     usage,
 )
 from fray.cli._jobs import RunStore
@@ -31,13 +31,7 @@ from fray.topology import tpu_generations as generations
 
 __all__ = ["add_parser", "tpu_type"]
 
-# scheme -> (distribution, module, the extra that installs it, the library it drives)
-_BACKENDS = {
-    "local": ("fray-core", "fray.local", "", ""),
-    "ray": ("fray-ray", "fray_ray", "ray", "ray"),
-    "iris": ("fray-iris", "fray_iris", "iris", "marin-iris"),
-    "fake": ("fray-testing", "fray_testing", "testing", "pytest"),
-}
+_LIBRARIES = {"ray": "ray", "iris": "marin-iris", "fake": "pytest"}  # what each backend drives
 _ENV_PREFIXES = ("FRAY_", "RAY_ADDRESS", "IRIS_", "TPU_", "MEGASCALE_", "JAX_PLATFORMS")
 
 
@@ -137,8 +131,9 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _backend(scheme: str, dist: str, module: str, extra: str, library: str) -> dict[str, Any]:
+def _backend(scheme: str, module: str, _cls: str, dist: str, extra: str) -> dict[str, Any]:
     row: dict[str, Any] = {"scheme": scheme, "package": dist, "version": _version(dist)}
+    library = _LIBRARIES.get(scheme)
     row["libraries"] = {library: _version(library)} if library else {}
     try:
         importlib.import_module(module)
@@ -154,15 +149,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from fray import __version__
 
     plugins = {
-        ep.name: (ep.dist.name if ep.dist else "?", ep.module, "", "")
+        ep.name: (ep.module, ep.attr, ep.dist.name if ep.dist else "?", "")
         for ep in importlib.metadata.entry_points(group="fray.backends")
-        if ep.name not in _BACKENDS
+        if ep.name not in BUILTIN_BACKENDS
     }
-    backends = {s: _backend(s, *how) for s, how in {**_BACKENDS, **plugins}.items()}
+    backends = {s: _backend(s, *how) for s, how in {**BUILTIN_BACKENDS, **plugins}.items()}
     spec, reason = choose_spec(None)  # what current_client() would pick, without connecting
     choice: dict[str, Any] = {"reason": reason, "spec": spec, "scheme": "?"}
     try:
-        scheme = choice["scheme"] = spec_scheme(spec) if spec else "iris"
+        scheme = choice["scheme"] = parse_client_spec(spec).scheme if spec else "iris"
         known = f"{FRAY_CLIENT_SPEC}: {scheme!r} is not valid; unknown backend; known: "
         problem = backends[scheme]["problem"] if scheme in backends else known + ", ".join(backends)
         if not problem and (args.connect or scheme == "local"):
@@ -171,7 +166,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except FrayError as err:
         problem = str(err)
     store = RunStore()
-    env = redact({k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)})
+    env = redact_env({k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)})
     report: dict[str, Any] = {
         "fray": __version__,
         "python": f"{platform.python_version()} ({platform.platform()})",
@@ -201,7 +196,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     """``fray migrate scan``."""
-    from fray.migrate import iter_strategies, scan
+    from fray.migrate import scan
 
     for path in args.paths:
         if not os.path.exists(path):
@@ -210,23 +205,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.as_dict())
     else:
-        unparsed = f"; {len(report.errors)} could not be parsed" if report.errors else ""
-        out = [
-            f"fray migrate scan: {len(report.findings)} usage(s) in {report.files_with_findings} "
-            f"of {report.files_scanned} file(s){unparsed}"
-        ]
-        for strategy, findings in iter_strategies(report):
-            if findings:
-                out += ["", f"{strategy.priority}. {strategy.title} ({len(findings)})"]
-                out.append(f"   {strategy.summary}")
-            for f in findings:
-                out += [f"   {f.path}:{f.line}:{f.column}: {f.found}", f"      -> {f.replacement}"]
-        if report.findings:
-            out += [
-                "",
-                "Guide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.",
-            ]
-        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.write(report.as_text())
+
     for error in report.errors:  # the report is incomplete: name each file, and never exit 0
         where = f"{error.path}:{error.line}" if error.line else error.path
         sys.stderr.write(f"{args.prog}: error: cannot parse {where}: {error.message}\n")

@@ -17,13 +17,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from fray import Entrypoint, EnvironmentConfig, JobRequest, JobStatus, ResourceConfig
+from fray._secrets import masker, redact_env
 from fray.cli._common import (
     add_command,
-    masker,
     number,
     open_client,
     quiet_local_client,
-    redact,
     silence_stdout,
     usage,
 )
@@ -238,7 +237,7 @@ class _Run:
         return {
             "command": [self.mask(part) for part in command],
             "cwd": os.getcwd(),
-            "env": redact(env),
+            "env": redact_env(env),
             "resources": {
                 **{k: getattr(resources, k) for k in ("cpu", "ram", "disk")},
                 "device": text,

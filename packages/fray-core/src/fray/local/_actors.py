@@ -15,7 +15,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from fray._actor import ActorContext, HostedActor, ShutdownEvent, restart_allowed
 from fray._bound import bound
@@ -24,13 +24,7 @@ from fray.backend import ActorMember, BaseActorGroup
 from fray.backend._wire import CallFuture
 from fray.errors import ActorDiedError, ActorError
 
-__all__ = [
-    "InProcessActors",
-    "LocalActor",
-    "LocalActorGroup",
-    "LocalActorHandle",
-    "LocalActorMethod",
-]
+__all__ = ["InProcessActors", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
 
 logger = logging.getLogger("fray.actors")
 
@@ -202,7 +196,6 @@ class LocalActor(ActorMember):
         return ActorDiedError(f"actor {self.name} exited (SystemExit({exc.code!r}))")
 
     def construct(self, cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Runs the class's ``__init__`` and reports the outcome."""
         self.init = (cls, args, kwargs)
         token = bound.set((self.system.client, self.context))
         try:
@@ -216,8 +209,7 @@ class LocalActor(ActorMember):
             bound.reset(token)
             self.ready.set()
 
-    def _ended(self) -> None:
-        """The actor set its ``shutdown_event`` (itself, or through ``fail``)."""
+    def _ended(self) -> None:  # the actor set its shutdown_event (itself, or through fail)
         failure = self.context.failure
         if failure is None:
             self.end(JobStatus.SUCCEEDED)
@@ -244,25 +236,11 @@ class LocalActor(ActorMember):
             self.end(JobStatus.FAILED, error)
 
     def end(self, status: JobStatus, error: BaseException | None = None) -> None:
-        """Ends the actor with ``status``: it takes no more calls."""
         if self.hosted:
             self.system.stop([self], status, error)
         else:
             self.set_status(status, error)
             self.mailbox.close()
-
-
-def _lookup(key: str) -> LocalActor:
-    actor = _ACTORS.get(key)
-    if actor is None:
-        if key in _STOPPED:
-            raise ActorDiedError(f"actor {key.rsplit('/', 1)[-1]} was shut down")
-        raise ActorError(
-            f"in-process actor {key!r} is not in this process. Local actors live in the driver "
-            "process: call them from the driver or from thread jobs of the same LocalClient "
-            "(a job with env vars or isolation='process' runs in another process)"
-        )
-    return actor
 
 
 class LocalActorMethod:
@@ -280,14 +258,13 @@ class LocalActorMethod:
         if actor.system.synchronous:
             future: Future[Any] = actor.system.future_type()
             try:
-                value = self(*args, **kwargs)
+                future.set_result(self(*args, **kwargs))
             except (KeyboardInterrupt, GeneratorExit):
                 raise
             except BaseException as exc:
-                _settle(future, None, exc)
-            else:
-                _settle(future, value, None)
+                future.set_exception(exc)
             return future
+
         if actor.system.on_call is not None:
             actor.system.on_call(actor, self._method, args, kwargs)
         return actor.mailbox.submit(self._method, args, kwargs)
@@ -327,7 +304,16 @@ class LocalActorHandle:
     def _actor(self) -> LocalActor:
         actor = self._resolved
         if actor is None:
-            actor = self._resolved = _lookup(self._key)
+            actor = self._resolved = _ACTORS.get(self._key)
+            if actor is None:
+                if self._key in _STOPPED:
+                    raise ActorDiedError(f"actor {self.name} was shut down")
+                raise ActorError(
+                    f"in-process actor {self._key!r} is not in this process. Local actors live "
+                    "in the driver process: call them from the driver or from thread jobs of the "
+                    "same LocalClient (a job with env vars or isolation='process' runs in "
+                    "another process)"
+                )
         if actor.status is not _RUNNING:
             if actor.status is JobStatus.PENDING:
                 actor.ready.wait()
@@ -364,26 +350,17 @@ class LocalActorHandle:
 class LocalActorGroup(BaseActorGroup):
     """In-process actors of one class; see ``fray.ActorGroup``."""
 
-    def __init__(self, system: InProcessActors, name: str, actors: list[LocalActor]) -> None:
-        super().__init__(name, actors)
-        self._system = system
-        self.actors = actors
-
     def _stop(self, members: list[ActorMember]) -> None:
-        self._system.stop(self.actors)
+        actors = cast("list[LocalActor]", members)
+        actors[0].system.stop(actors)
 
 
 class InProcessActors:
     """One client's in-process actors: names, groups, creation, hosting and stopping.
-
-    Args:
-        client: What ``current_client()`` answers inside the actors.
-        synchronous: Construct actors and run ``.remote()`` calls in the caller's thread
-            (the fake client); otherwise in background threads.
-        on_call: Called before each call with ``(actor, method, args, kwargs)``; it may
-            raise (the call then raises that) or end the actor.
-        future_type: The class of the futures ``.remote()`` returns when ``synchronous``.
-    """
+    ``client`` is what ``current_client()`` answers inside them; ``synchronous`` (the fake
+    client) constructs actors and runs ``.remote()`` calls (returning ``future_type``s) in
+    the caller's thread; ``on_call(actor, method, args, kwargs)`` runs before each call and
+    may raise (the call then raises that) or end the actor."""
 
     def __init__(
         self,
@@ -400,9 +377,9 @@ class InProcessActors:
         self.future_type = future_type
         self.lock = threading.Lock()
         self.actors: dict[str, LocalActor] = {}  # by name; a stopped actor's name is free
-        self.groups: list[LocalActorGroup] = []
 
-    def _add(self, names: list[str], group: str, config: ActorConfig) -> list[LocalActor]:
+    def _add(self, names: list[str], group: str, config: ActorConfig | None) -> list[LocalActor]:
+        config = config or ActorConfig()
         with self.lock:
             for name in names:
                 old = self.actors.get(name)
@@ -422,17 +399,14 @@ class InProcessActors:
         cls: type[Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        *,
         name: str,
         count: int,
-        config: ActorConfig,
+        config: ActorConfig | None,
     ) -> LocalActorGroup:
         """``count`` actors named ``{name}-{i}``, constructed now (``synchronous``) or in the
         background."""
         actors = self._add([f"{name}-{i}" for i in range(count)], name, config)
-        group = LocalActorGroup(self, name, actors)
-        with self.lock:
-            self.groups.append(group)
+        group = LocalActorGroup(name, actors)
         for actor in actors:
             if self.synchronous:
                 actor.construct(cls, args, kwargs)
@@ -452,7 +426,7 @@ class InProcessActors:
         kwargs: dict[str, Any],
         *,
         name: str,
-        config: ActorConfig,
+        config: ActorConfig | None,
     ) -> HostedActor:
         """An actor named ``name`` constructed now, in this thread; its handle works from
         this process (the driver, thread jobs, actors).

@@ -1,27 +1,25 @@
 """LocalClient: jobs and actors on this machine, with the semantics of a real cluster.
 
 Callables run in threads of this process unless they need a process (env vars, TPU hosts,
-``isolation="process"``); commands always run in processes. Every process job runs in its
-own session under a small guardian (``_reaper.py``), so ``terminate()`` stops the whole
-process tree and nothing outlives the driver, even if the driver is killed. A thread job is
-stopped by an exception raised in its threads, which code blocked in C (a lock, a socket,
-``time.sleep``) only sees when it returns to Python: such a job is recorded STOPPED after
-half a second and left to end on its own (its ``info().error`` says so); give jobs that must
-always be stoppable ``isolation="process"``.
+``isolation="process"``); commands always do. A process job runs in its own session under a
+guardian (``_reaper.py``): ``terminate()`` stops its whole process tree, and nothing outlives
+the driver. A thread job is stopped by an exception raised in its threads, which code blocked
+in C only sees when it returns to Python: it is then recorded STOPPED after half a second and
+left to end on its own (use ``isolation="process"`` for jobs that must always stop).
 
-Resource requests are validated but not enforced: this machine runs what it is given.
-Accelerators are simulated: a TPU job runs one process per VM of each slice with the env a
-real slice gives (``TPU_WORKER_ID``, ``TPU_NAME``, ``MEGASCALE_*`` for multislice) and
-``JAX_PLATFORMS=cpu``; GPU jobs run on the CPU. Regions, zones and ``preemptible`` have no
-meaning on one machine and are accepted as no-ops.
+Resources are validated, not enforced. A TPU job runs one process per VM of each slice with
+the env a real slice gives (``TPU_WORKER_ID``, ``MEGASCALE_*``...) and ``JAX_PLATFORMS=cpu``;
+GPU jobs run on the CPU; regions, zones and ``preemptible`` are no-ops.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 import re
 import shutil
+import signal
 import tempfile
 import tomllib
 import weakref
@@ -31,7 +29,7 @@ from typing import Any
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilities_of
-from fray.backend._capabilities import has_secrets
+from fray.backend._capabilities import has_secrets, sets_env_vars
 from fray.errors import InvalidRequestError
 from fray.local._actors import InProcessActors
 from fray.local._jobs import LocalJobHandle, grace_seconds
@@ -44,16 +42,14 @@ _THREAD_STOP_WAIT_S = 0.5
 _KILL_WAIT_S = 2.0
 
 
-def _requirement_name(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
-
-
-def _installed(name: str) -> bool:
+def _not_installed(requirement: str) -> str | None:
+    """The name of the package ``requirement`` asks for, if it is not installed here."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
     try:
         importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+        return name
+    return None
 
 
 def _check_packages(request: JobRequest) -> None:
@@ -63,8 +59,8 @@ def _check_packages(request: JobRequest) -> None:
     if env is None:
         return
     for requirement in env.pip_packages:
-        name = _requirement_name(requirement)
-        if not _installed(name):
+        name = _not_installed(requirement)
+        if name is not None:
             raise InvalidRequestError.for_field(
                 "EnvironmentConfig.pip_packages",
                 requirement,
@@ -101,8 +97,8 @@ def _check_extras(extras: Sequence[str], start: str) -> None:
                 f"one of the extras {path} declares: {', '.join(sorted(declared)) or 'none'}",
             )
         for requirement in declared[extra]:
-            name = _requirement_name(requirement)
-            if ";" not in requirement and not _installed(name):
+            name = None if ";" in requirement else _not_installed(requirement)
+            if name is not None:
                 raise InvalidRequestError.for_field(
                     field,
                     extra,
@@ -118,19 +114,14 @@ def _needs_process(request: JobRequest) -> bool:
     must is refused by the local capability table)."""
     if request.isolation != "auto":
         return request.isolation == "process"
-    # Variables the driver already has, with the same values, need no process of their own.
-    env = request.environment.env_vars if request.environment is not None else {}
-    has_env = any(os.environ.get(name) != value for name, value in env.items())
-    is_tpu = isinstance(request.resources.device, TpuConfig)
-    return not request.entrypoint.is_callable or has_env or is_tpu or has_secrets(request)
+    if not request.entrypoint.is_callable or isinstance(request.resources.device, TpuConfig):
+        return True
+    return sets_env_vars(request) or has_secrets(request)
 
 
 def _payload(request: JobRequest) -> bytes:
-    """The callable and its arguments, pickled for a job process.
+    """The callable and its arguments, pickled for a job process (or InvalidRequestError)."""
 
-    Raises:
-        InvalidRequestError: They cannot be pickled.
-    """
     import cloudpickle
 
     entry = request.entrypoint
@@ -144,31 +135,27 @@ def _payload(request: JobRequest) -> bytes:
         ) from err
 
 
+@dataclasses.dataclass(slots=True)
 class LocalData:
     """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
     pickled callable, its private folder, the variables delivering its secrets, and the
     current attempt's replicas."""
 
-    __slots__ = ("payload", "process", "replicas", "secrets", "workdir")
-
-    def __init__(self, process: bool, payload: bytes | None) -> None:
-        self.process = process
-        self.payload = payload
-        self.workdir: str | None = None
-        self.secrets: dict[str, str] = {}  # variables that deliver its secrets
-        self.replicas: list[Any] = []
+    process: bool
+    payload: bytes | None
+    workdir: str | None = None
+    secrets: dict[str, str] = dataclasses.field(default_factory=dict[str, str])
+    replicas: list[Any] = dataclasses.field(default_factory=list[Any])
 
 
 class LocalClient(BaseClient):
-    """Runs jobs and actors on this machine. See the module docstring for the semantics.
+    """Runs jobs and actors on this machine (see the module docstring).
 
     Args:
-        max_threads: Most jobs that run at once (more wait as PENDING); ``None`` for no limit
-            beyond 1024.
+        max_threads: Most jobs that run at once (more wait as PENDING); ``None``: 1024.
         echo_logs: Also copy job output to this process's stdout.
-        target: Also check every request (and actor resources) against the capability table
-            of this backend (``"ray"``, ``"iris"``), so code tested here is refused where
-            that cluster would refuse it, with its message.
+        target: Also check every request against this backend's capability table
+            (``"ray"``, ``"iris"``), so code tested here is refused where it would be there.
     """
 
     scheme = "local"
@@ -273,11 +260,9 @@ class LocalClient(BaseClient):
         actor_config: ActorConfig | None,
         single: bool,
     ) -> Any:
-        """Creates ``count`` actors named ``{name}-{i}``; each ``__init__`` runs in the
-        background, so this returns at once. Use ``wait_ready`` to wait for them."""
+        # Each __init__ runs in the background: this returns at once.
         del resources, single
-        config = actor_config or ActorConfig()
-        return self._actors.create(actor_class, args, kwargs, name=name, count=count, config=config)
+        return self._actors.create(actor_class, args, kwargs, name, count, actor_config)
 
     def _host_actor(
         self,
@@ -287,11 +272,7 @@ class LocalClient(BaseClient):
         name: str,
         actor_config: ActorConfig | None,
     ) -> HostedActor:
-        """Runs the actor here, in the calling thread, and returns once ``__init__`` has
-        run. Its handle works as every local actor's does: from this process (the driver,
-        thread jobs and actors)."""
-        config = actor_config or ActorConfig()
-        return self._actors.host(actor_class, args, kwargs, name=name, config=config)
+        return self._actors.host(actor_class, args, kwargs, name=name, config=actor_config)
 
     # -- shutdown ----------------------------------------------------------------------------
 
@@ -305,8 +286,6 @@ class LocalClient(BaseClient):
 
 def _kill_all(jobs: dict[str, JobRecord]) -> None:
     """SIGKILLs every process of these jobs (at shutdown, and the client's finalizer)."""
-    import signal
-
     for job in list(jobs.values()):
         data = job.data
         if isinstance(data, LocalData) and data.process:

@@ -7,6 +7,7 @@ thread per replica copies its output into the job's log.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -16,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fray._model import REDACTED, is_secret_name
-from fray._types import TpuConfig
+from fray._secrets import masker
+from fray._types import JobRequest, TpuConfig
 from fray.backend import JobRecord, Outcome, Phase
 from fray.backend._capabilities import has_secrets
 from fray.backend._client import TIMERS
@@ -34,16 +35,14 @@ SECRETS_DIR_ENV = "RIGGING_SECRETS_DIR"  # where rigging's readers look for secr
 FORWARDED_SECRETS = ("HF_TOKEN", "WANDB_API_KEY", "CW_KEY_ID", "CW_KEY_SECRET")
 
 
+@dataclasses.dataclass(slots=True)
 class _Replica:
     """One process of a process attempt."""
 
-    __slots__ = ("code", "index", "process", "result_path")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.process: subprocess.Popen[bytes] | None = None
-        self.result_path: str | None = None
-        self.code: int | None = None
+    index: int
+    process: subprocess.Popen[bytes] | None = None
+    result_path: str | None = None
+    code: int | None = None
 
 
 def _free_port() -> int:
@@ -73,12 +72,12 @@ def _forwarded_secrets() -> dict[str, str]:
     return found
 
 
-def _deliver_secrets(job: JobRecord, folder: str) -> dict[str, str]:
+def _deliver_secrets(request: JobRequest, folder: str) -> dict[str, str]:
     """Writes the job's secrets as files (0600) into a private folder (0700) of the job's
     own, removed when it ends; returns the variables its processes get (the folder as
     ``RIGGING_SECRETS_DIR``; with ``isolate``, the driver's forwarded keys removed)."""
-    env = job.request.environment if job.request is not None else None
-    if env is None or not has_secrets(job.request):  # pyright: ignore[reportArgumentType]
+    env = request.environment
+    if env is None or not has_secrets(request):
         return {}
     values = _forwarded_secrets() if env.secret_behavior == "inherit" else {}
     values.update(env.secrets)
@@ -145,7 +144,7 @@ def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
         data.workdir = client.job_folder(job)
         if data.payload is not None:
             _write_private(os.path.join(data.workdir, "payload.pkl"), data.payload)
-        data.secrets = _deliver_secrets(job, data.workdir)
+        data.secrets = _deliver_secrets(request, data.workdir)
     port = _free_port() if isinstance(request.resources.device, TpuConfig) else 0
     replicas = [_Replica(i) for i in range(job.replicas)]
     exits = _Exits(client, job, replicas)
@@ -208,8 +207,9 @@ class _Exits:
             self.done.set()
 
     def outcome(self) -> Outcome:
-        job, replicas = self._job, self._replicas
-        entry = job.request.entrypoint  # pyright: ignore[reportOptionalMemberAccess]
+        job, replicas, request = self._job, self._replicas, self._job.request
+        assert request is not None
+        entry = request.entrypoint
         bad = self._first_bad
         if bad is None:
             if not entry.is_callable:
@@ -239,19 +239,10 @@ class _Exits:
                 return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
         last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
         error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-        return Outcome.failed(None, _masked(error, job), code, failed)
-
-
-def _masked(text: str, job: JobRecord) -> str:
-    """``text`` without the values of secret-looking variables of the job's environment (a
-    command that printed its token must not put it into the job's error)."""
-    env = dict(os.environ)
-    if job.request is not None and job.request.environment is not None:
-        env.update(job.request.environment.env_vars)
-    for name, value in env.items():
-        if len(value) >= 4 and value in text and is_secret_name(name):
-            text = text.replace(value, REDACTED)
-    return text
+        # A command that printed its token must not put it into the job's error.
+        env = request.environment
+        mask = masker([os.environ, env.env_vars if env is not None else {}])
+        return Outcome.failed(None, mask(error), code, failed)
 
 
 def _read_result(replica: _Replica) -> Outcome:
@@ -290,13 +281,10 @@ def _pump(echo_logs: bool, job: JobRecord, replica: _Replica, exits: _Exits) -> 
 
 
 def _sweep_group(process: subprocess.Popen[bytes]) -> None:
-    """Once a replica's guardian has exited, kills whatever is left of its process group.
+    """Once a replica's guardian has exited, kills what is left of its process group (a
+    guardian killed outright cannot, and the rest would hold the output pipe open). It is
+    left unreaped until then (``WNOWAIT``), so the group id cannot have been reused."""
 
-    The guardian does this itself when its command ends, but a guardian killed outright
-    (SIGKILL, the OOM killer) cannot: the job's other processes would outlive it and hold
-    the output pipe open, leaving the job RUNNING for good. The exited guardian is left
-    unreaped until then (``WNOWAIT``), so the group id cannot have been reused.
-    """
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
     with contextlib.suppress(ProcessLookupError, PermissionError):

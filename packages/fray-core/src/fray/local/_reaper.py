@@ -87,13 +87,9 @@ def main() -> None:
         sys.stderr.flush()
         os._exit(127)
     child_box.append(child)
-    while True:
-        try:
-            code = child.wait()
-            break
-        except InterruptedError:
-            continue
+    code = child.wait()  # retried on EINTR (PEP 475); SIGUSR1's handler never returns
     _kill_rest_of_group()
+
     if code < 0:
         sys.stdout.flush()
         if -code not in (signal.SIGKILL, signal.SIGSTOP):

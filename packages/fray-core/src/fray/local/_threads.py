@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextvars
 import ctypes
+import dataclasses
 import queue
 import threading
 from collections.abc import Callable
@@ -27,28 +28,16 @@ class Terminated(BaseException):
     Exception`` in user code does not swallow it)."""
 
 
-def _inject_stop(thread_id: int) -> None:
-    """Raises :class:`Terminated` in the thread ``thread_id`` at its next check of the
-    interpreter's eval breaker (a Python call or loop); best effort: a thread blocked in C
-    (a lock, a socket, ``time.sleep``) sees it only when it returns to Python."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(Terminated)
-    )
-
-
 def _deliver_pending() -> None:
     """A Python call: an exception injected into the calling thread is raised here."""
 
 
 class JobThreads:
-    """Runs local attempts on at most ``size`` reused daemon threads; more wait their turn
-    (PENDING). A process attempt keeps its thread until its processes have exited.
-
-    The threads are daemons, so a thread job blocked for good does not keep the driver from
-    exiting; they are never retired while the client is open, since a job's processes are
-    tied to the thread that started them (``PR_SET_PDEATHSIG`` fires when it ends). Work is
-    handed over through a ``SimpleQueue`` (a C queue: a job's hand-over is most of its cost
-    in the "trivial job submit(...).wait(), one at a time" benchmark row).
+    """Runs local attempts on at most ``size`` reused daemon threads (a job blocked for good
+    does not keep the driver from exiting); more wait their turn (PENDING). A process attempt
+    keeps its thread until its processes have exited, and threads are never retired while
+    the client is open: a job's processes die with their thread (``PR_SET_PDEATHSIG``).
+    Work goes through a ``SimpleQueue`` (benchmark row "trivial job submit(...).wait()").
     """
 
     def __init__(self, size: int) -> None:
@@ -83,22 +72,24 @@ class JobThreads:
             self._work.put(None)
 
 
+@dataclasses.dataclass(slots=True)
 class _Replica:
     """One thread of a thread attempt."""
 
-    __slots__ = ("in_user_code", "index", "thread_id")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.thread_id: int | None = None
-        self.in_user_code = False
+    index: int
+    thread_id: int | None = None
+    in_user_code: bool = False
 
 
 def stop_threads(replicas: list[Any]) -> None:
-    """Under the job's lock: injects a stop into every replica running user code."""
+    """Under the job's lock: raises :class:`Terminated` in every replica running user code,
+    at its thread's next check of the interpreter's eval breaker (a Python call or loop); a
+    thread blocked in C (a lock, a socket, ``time.sleep``) sees it only when it returns."""
     for replica in replicas:
         if replica.in_user_code and replica.thread_id is not None:
-            _inject_stop(replica.thread_id)
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(replica.thread_id), ctypes.py_object(Terminated)
+            )
 
 
 def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
@@ -138,7 +129,7 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     failed = [error for error in errors if error is not None]
     if failed:
         return Outcome.failed(failed[0], failed_tasks=len(failed))
-    return Outcome.succeeded(results[0] if count == 1 else results)
+    return Outcome.succeeded(results)
 
 
 def _run_replica(client: LocalClient, job: JobRecord, replica: _Replica) -> Any:

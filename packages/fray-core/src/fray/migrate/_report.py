@@ -85,6 +85,26 @@ class ScanReport:
             "errors": [dataclasses.asdict(e) for e in self.errors],
         }
 
+    def as_text(self) -> str:
+        """The report as ``fray migrate scan`` prints it."""
+        unparsed = f"; {len(self.errors)} could not be parsed" if self.errors else ""
+        out = [
+            f"fray migrate scan: {len(self.findings)} usage(s) in {self.files_with_findings} "
+            f"of {self.files_scanned} file(s){unparsed}"
+        ]
+        for strategy, findings in iter_strategies(self):
+            if findings:
+                out += ["", f"{strategy.priority}. {strategy.title} ({len(findings)})"]
+                out.append(f"   {strategy.summary}")
+            for f in findings:
+                out += [f"   {f.path}:{f.line}:{f.column}: {f.found}", f"      -> {f.replacement}"]
+        if self.findings:
+            out += [
+                "",
+                "Guide: docs/migrating-from-ray.md (Ray) and docs/migrating-from-fray-v2.md.",
+            ]
+        return "\n".join(out) + "\n"
+
 
 def iter_strategies(report: ScanReport) -> Iterable[tuple[Strategy, list[Finding]]]:
     """Each strategy with its findings, in priority order (empty ones included)."""
