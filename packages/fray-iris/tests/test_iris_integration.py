@@ -94,7 +94,7 @@ def test_single_vm_tpu_replicas_are_not_coscheduled(iris_client: IrisClient) -> 
         resources=ResourceConfig.with_tpu("v5litepod-4"),
         replicas=2,
     )
-    assert to_iris_request(request).coscheduling is None
+    assert to_iris_request(request).get("coscheduling") is None
     assert iris_client.submit(request).result(timeout=TIMEOUT) == ["host", "host"]
 
 
@@ -106,7 +106,7 @@ def test_non_preemptible_job_lands_on_an_on_demand_group(iris_client: IrisClient
         entrypoint=Entrypoint.from_callable(ep.add, [1, 2]),
         resources=ResourceConfig(cpu=0.5, ram="256m", preemptible=False),
     )
-    [constraint] = to_iris_request(request).constraints
+    [constraint] = to_iris_request(request)["constraints"]
     assert constraint.key == "preemptible"
     job = iris_client.submit(request)
     assert job.result(timeout=TIMEOUT) == 3

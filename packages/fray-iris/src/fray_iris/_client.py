@@ -3,9 +3,8 @@
 
 Iris runs a job's attempts and both retry budgets itself, so a job is submitted whole
 (``_launch``) and its record follows what Iris reports: placing until a task runs, running,
-then the final status Iris decided (``JobRecord.end``), with Iris's counts. Nobody need ask
-for a job to end: one thread per client asks the controller about all its unfinished jobs in
-one call a round, which runs their done-callbacks (``fray.wait_all`` included).
+then the final status Iris decided, with Iris's counts. One thread per client asks the
+controller about all its unfinished jobs in one call a round, and so runs their callbacks.
 """
 
 from __future__ import annotations
@@ -62,12 +61,11 @@ _NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has l
 
 
 def probe(address: str) -> None:
-    """Asks the controller one question with a 5 s deadline and no retries (Iris retries
-    a controller that is down for up to 30 minutes).
+    """Asks the controller one question with a 5 s deadline and no retries (Iris retries a
+    controller that is down for 30 minutes); any answer will do.
 
     Raises:
-        FrayError: ``cannot reach the Iris controller at ...: <why>``: refused, a name that
-            does not resolve, or no answer within 5 s. Any answer, an error too, will do.
+        FrayError: ``cannot reach the Iris controller at ...: <why>``.
     """
     stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
     try:
@@ -81,10 +79,9 @@ def probe(address: str) -> None:
 
 
 class Tracked:
-    """What the record of an Iris job keeps (``JobRecord.data``), and the lines it has seen,
-    in the order first seen: each fetch returns every line so far, and a line is new only
-    where its key occurs more often than before, so a follow never repeats a line, and a
-    child's line that arrives late is added, not lost."""
+    """The record's ``data`` once Iris has the job, with the lines seen, in the order first
+    seen: Iris returns every line so far on each fetch, and a line is new where its key
+    occurs more often than before (a child's line that arrives late is added, not lost)."""
 
     __slots__ = ("detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
 
@@ -192,10 +189,11 @@ class IrisClient(BaseClient):
             )
         self._reopen: Callable[[], RawIrisClient] | None = None
         self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if inside else None
-        if address is not None and iris_client is None:
-            self.address = address.strip()
-            if "://" not in self.address:
-                self.address = f"http://{self.address}"
+        if iris_client is not None:
+            self.address = line.controller_address(iris_client) or self.address
+        elif address is not None:
+            address = address.strip()
+            self.address = address if "://" in address else f"http://{address}"
             if not inside or workspace is not None or bundle_id is not None:
                 probe(self.address)
                 ws = Path(workspace) if workspace is not None else None
@@ -209,7 +207,7 @@ class IrisClient(BaseClient):
         )
         self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
         url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
-        if url is None and iris_client is None and is_loopback(self.address):
+        if url is None and is_loopback(self.address):
             url = default_local_results_url()
         self.results = ResultStore(url) if url else None
         self._groups: list[IrisActorGroup] = []
@@ -255,26 +253,20 @@ class IrisClient(BaseClient):
                 "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
             )
         entry = convert.to_iris_entrypoint(request, self.results_url)
-        return entry, convert.to_iris_request(request).kwargs()
+        return entry, convert.to_iris_request(request)
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
         return f"{parent_id}/{name}" if parent_id else name
 
-    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+    def _launch(self, job: JobRecord, adopt_existing: bool, ports: Any = None) -> None:
+        entry, kwargs = job.data
         policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
         if adopt_existing:  # a running job of the same name is this job
             policy = job_pb2.EXISTING_JOB_POLICY_KEEP
-        entry, kwargs = job.data
-        self._submit(job, entry, kwargs, policy)
-
-    def _submit(
-        self, job: JobRecord, entry: Any, kwargs: Any, policy: Any, ports: Any = None
-    ) -> None:
-        name = job.name
         try:
-            with translate_errors(f"submit {name}", job_id=name, address=self.address):
+            with self._asking(f"submit {job.name}", job):
                 submitted = self.iris.submit(
-                    entry, name, ports=ports, existing_job_policy=policy, **kwargs
+                    entry, job.name, ports=ports, existing_job_policy=policy, **kwargs
                 )
         except FrayError as err:
             with self._lock:
@@ -285,7 +277,7 @@ class IrisClient(BaseClient):
                 existing = None
                 with contextlib.suppress(FrayError):
                     existing = self.get_job(job.job_id)
-                raise JobAlreadyExistsError(name, existing) from err
+                raise JobAlreadyExistsError(job.name, existing) from err
             raise
         job.data = Tracked(submitted.job_id)
         job.begin()
@@ -301,10 +293,10 @@ class IrisClient(BaseClient):
         if job.is_done or not isinstance(data, Tracked):
             return None
         with self._asking(f"status of {job.job_id}", job):
-            found = line.states(self.iris, [data.wire])
-        if data.wire.to_wire() not in found:
+            state = line.states(self.iris, [data.wire]).get(data.wire.to_wire())
+        if state is None:
             raise JobNotFoundError(job.job_id)
-        self._apply(job, found[data.wire.to_wire()])
+        self._apply(job, state)
         return POLL_MAX_S  # the watcher sees the end sooner, and wakes the waiters
 
     def _apply(self, job: JobRecord, state: str) -> bool:
@@ -327,9 +319,8 @@ class IrisClient(BaseClient):
             if view.state not in FINISHED:
                 return
             if job.phase is Phase.STOPPING:
-                live = [
-                    v for v in line.jobs(self.iris, wire.to_wire() + "/") if v.state not in FINISHED
-                ]
+                below = line.jobs(self.iris, wire.to_wire() + "/")
+                live = [v for v in below if v.state not in FINISHED]
                 for child in live:  # Iris stops them itself; make sure of it
                     line.terminate(self.iris, JobName.from_wire(child.job_id))
                 if live:
@@ -553,24 +544,22 @@ class IrisClient(BaseClient):
         actor_config: ActorConfig | None,
         single: bool,
     ) -> IrisActorGroup:
-        """``count`` actors named ``{name}-{i}``: one Iris job with ``count`` replicas, each
-        serving its actor on the ``actor`` port; returns without waiting."""
+        """One Iris job with ``count`` replicas, each serving its actor on the ``actor``
+        port; returns without waiting."""
         del single
         convert.ship_code_by_value(actor_class)
         config = actor_config or ActorConfig()
-        resources = resources or ResourceConfig()
-        request, entry = actor_job(actor_class, args, kwargs, name, count, resources, config, self)
+        request, entry = actor_job(
+            actor_class, args, kwargs, name, count, resources or ResourceConfig(), config, self
+        )
         parent = current_job_id()
         job = JobRecord(self, self._job_id(name, parent), request, parent=parent)
+        job.data = entry, convert.to_iris_request(request)
         with self._lock:
             self._check_open()
             self._remember(job)
-        policy, kwargs = (
-            job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED,
-            convert.to_iris_request(request).kwargs(),
-        )
         try:
-            self._submit(job, entry, kwargs, policy, ports=["actor"])
+            self._launch(job, False, ports=["actor"])
         except JobAlreadyExistsError as err:
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
@@ -581,11 +570,6 @@ class IrisClient(BaseClient):
         return group
 
     def _hosting_address(self) -> str:
-        """This task's address for hosted actors' servers.
-
-        Raises:
-            InvalidRequestError: Not inside an Iris job.
-        """
         info = get_job_info()
         if info is None:
             raise InvalidRequestError(
@@ -597,8 +581,8 @@ class IrisClient(BaseClient):
         return serving_hosts(info)[1]
 
     def _announce_hosted(self, handle: Any) -> Callable[[], None]:
-        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor while it
-        serves (the address only: calls need the handle, which holds the secret)."""
+        """Registers the endpoint ``<job id>/<name>-0`` while the hosted actor serves (the
+        address only: calls need the handle, which holds the secret)."""
         ctx = get_iris_ctx()
         assert ctx is not None and ctx.job_id is not None  # _hosting_address checked it
         endpoint = f"{ctx.job_id.to_wire()}/{handle.name}-0"
@@ -616,8 +600,8 @@ class IrisClient(BaseClient):
         return withdraw
 
     def _shutdown(self, wait: bool) -> None:
-        """Shuts the actor groups down (their jobs have stopped) and closes the connection
-        this client opened; handles keep working (they reconnect to read status)."""
+        """Shuts the actor groups down and closes the connection this client opened; handles
+        keep working (they reconnect to read status)."""
         del wait
         with self._lock:
             groups, self._groups = self._groups, []
@@ -651,7 +635,6 @@ def _reason(view: JobView) -> str | None:
 
 
 def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
-    """``JobInfo`` of a job in a listing."""
     status = job_status(view.state)
     return JobInfo(
         job_id=fray_job_id(view.job_id),

@@ -1,10 +1,8 @@
 # pyright: standard
-"""The results store: Iris discards return values, so tasks write them here.
-
-Layout under the store's URL: ``<job path>/task-<index>.pkl`` holds a job replica's
-``("ok", value)`` or ``("error", Outcome)``; ``<job path>/actor-<index>.pkl`` holds how an
-actor ended (an ``Outcome``). ``<job path>`` is the Iris job id
-without its leading ``/``. Local paths are written 0600 in 0700 folders.
+"""The results store: Iris discards return values, so tasks write them here. Under the
+store's URL, ``<job wire id>/task-<index>.pkl`` holds a replica's ``("ok", value)`` or
+``("error", Outcome)``, and ``<job wire id>/actor-<index>.pkl`` how an actor ended (an
+``Outcome``). Local files are written 0600 in 0700 folders.
 """
 
 from __future__ import annotations
@@ -15,25 +13,15 @@ import secrets
 import tempfile
 from typing import Any
 
-__all__ = ["ResultStore", "default_local_results_url"]
-
 
 def default_local_results_url() -> str:
     """A private folder under the system temp dir (for clusters running on this machine)."""
-    getuid = getattr(os, "getuid", None)
-    owner = str(getuid()) if getuid is not None else "user"
+    owner = os.getuid() if hasattr(os, "getuid") else "user"
     return f"file://{os.path.join(tempfile.gettempdir(), f'fray-iris-results-{owner}')}"
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
-    import fsspec
-
-    found: tuple[Any, Any] = fsspec.core.url_to_fs(url)
-    return found[0], str(found[1])
-
-
 class ResultStore:
-    """Reads and writes job records under one fsspec URL."""
+    """Reads and writes records under one fsspec URL."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
@@ -42,9 +30,8 @@ class ResultStore:
 
     def task_path(self, job_wire: str, index: int, leaf: str = "task") -> str:
         """Where replica ``index`` of the job stores its record."""
-        if self._local is not None:
-            return os.path.join(self._local, job_wire.strip("/"), f"{leaf}-{index}.pkl")
-        return f"{self.url}/{job_wire.strip('/')}/{leaf}-{index}.pkl"
+        tail = f"{job_wire.strip('/')}/{leaf}-{index}.pkl"
+        return f"{self.url}/{tail}" if self._local is None else os.path.join(self._local, tail)
 
     def actor_path(self, job_wire: str, index: int) -> str:
         """Where actor ``index`` of a group stores how it ended."""
@@ -56,8 +43,7 @@ class ResultStore:
 
         data = cloudpickle.dumps(record)
         if self._local is None:
-            fs, inner = _filesystem(path)
-            with fs.open(inner, "wb") as out:
+            with _fsspec().open(path, "wb") as out:
                 out.write(data)
             return
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -70,9 +56,8 @@ class ResultStore:
         """The record at ``path``, or ``None`` if there is none."""
         import cloudpickle
 
-        fs, inner = _filesystem(path) if self._local is None else (None, path)
         try:
-            with open(path, "rb") if fs is None else fs.open(inner, "rb") as f:
+            with open(path, "rb") if self._local is not None else _fsspec().open(path, "rb") as f:
                 return cloudpickle.loads(f.read())
         except FileNotFoundError:
             return None
@@ -83,5 +68,11 @@ class ResultStore:
             if self._local is not None:
                 os.unlink(path)
             else:
-                fs, inner = _filesystem(path)
+                fs, inner = _fsspec().core.url_to_fs(path)
                 fs.rm(inner)
+
+
+def _fsspec() -> Any:
+    import fsspec  # only for a store that is not a local folder: it takes a while to import
+
+    return fsspec
