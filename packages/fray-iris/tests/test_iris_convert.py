@@ -225,7 +225,7 @@ def test_fray_ids_drop_the_iris_user() -> None:
 
 
 def test_results_store_round_trip_is_private(tmp_path: Path) -> None:
-    from fray_iris._results import ResultStore
+    from fray_iris._task import ResultStore
 
     store = ResultStore(f"file://{tmp_path}/results")
     path = store.task_path("/root/job/child", 2)
@@ -239,7 +239,7 @@ def test_results_store_round_trip_is_private(tmp_path: Path) -> None:
 
 
 def test_results_store_through_fsspec(tmp_path: Path) -> None:
-    from fray_iris._results import ResultStore
+    from fray_iris._task import ResultStore
 
     store = ResultStore("memory://fray-iris-test")
     path = store.task_path("/root/job", 0)
@@ -292,8 +292,7 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
 def test_task_stores_an_error_that_does_not_pickle_as_its_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fray_iris._results import ResultStore
-    from fray_iris._task import run_callable
+    from fray_iris._task import ResultStore, run_callable
 
     monkeypatch.setenv("IRIS_TASK_ID", "/root/unpicklable/0")
     for name in ("FRAY_JOB_ID", "FRAY_TASK_INDEX", "FRAY_NUM_TASKS", "FRAY_IRIS_RESULTS_URL"):

@@ -414,6 +414,32 @@ def test_spec_with_address_builds_an_iris_client(iris_cluster: Any) -> None:
         client.shutdown()
 
 
+def test_a_wrapped_iris_client_of_a_local_cluster_returns_values(
+    iris_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Code that made its own Iris client (FrayIrisClient.from_iris_client, iris_ctx_scope)
+    # gets the default results location of a controller on this machine, as IrisClient(url).
+    from iris.client import IrisClient as RawIrisClient
+
+    from fray_iris import FrayIrisClient
+    from fray_iris._task import default_local_results_url
+
+    monkeypatch.delenv("FRAY_IRIS_RESULTS_URL", raising=False)
+    raw = RawIrisClient.remote(iris_cluster.url)
+    client = FrayIrisClient.from_iris_client(raw)
+    try:
+        assert client.address == iris_cluster.url
+        assert client.results_url == default_local_results_url()
+        request = JobRequest(
+            name=f"wrapped-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.add, [2, 5]),
+        )
+        assert client.submit(request).result(timeout=TIMEOUT) == 7
+    finally:
+        client.shutdown()
+        raw.shutdown()
+
+
 def test_spec_rejects_unknown_parameters(iris_cluster: Any) -> None:
     with pytest.raises(InvalidRequestError) as caught:
         fray.backend.client_from_spec(f"iris://{iris_cluster.address}?region=us")

@@ -101,7 +101,8 @@ class IrisActorHandle:
     def __init__(
         self, endpoint: str, job_wire: str, controller: str | None, retries: int = 0
     ) -> None:
-        self._endpoint = endpoint
+        self.endpoint = endpoint  # the Iris endpoint name the actor registered
+        self.name = endpoint.rsplit("/", 1)[-1]  # {group}-{index}
         self._job_wire = job_wire
         self._controller = controller
         self._retries = retries
@@ -110,29 +111,19 @@ class IrisActorHandle:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending = 0
 
-    @property
-    def name(self) -> str:
-        """The actor's name (``{group}-{index}``)."""
-        return self._endpoint.rsplit("/", 1)[-1]
-
-    @property
-    def endpoint(self) -> str:
-        """The Iris endpoint name the actor registered."""
-        return self._endpoint
-
     def __getattr__(self, method: str) -> IrisActorMethod:
         if method.startswith("_"):
             raise AttributeError(method)
         return IrisActorMethod(self, method)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return IrisActorHandle, (self._endpoint, self._job_wire, self._controller, self._retries)
+        return IrisActorHandle, (self.endpoint, self._job_wire, self._controller, self._retries)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, IrisActorHandle) and other._endpoint == self._endpoint
+        return isinstance(other, IrisActorHandle) and other.endpoint == self.endpoint
 
     def __hash__(self) -> int:
-        return hash(self._endpoint)
+        return hash(self.endpoint)
 
     def __repr__(self) -> str:
         return f"IrisActorHandle({self.name!r})"
@@ -168,7 +159,7 @@ class IrisActorHandle:
         """Why the actor is gone for good (its job or its task finished), or ``None``."""
         raw = _connection(self._controller)
         wire = JobName.from_wire(self._job_wire)
-        index = self._endpoint.rsplit("-", 1)[-1]
+        index = self.endpoint.rsplit("-", 1)[-1]
         with translate_errors(f"state of actor {self.name}"):
             state = line.states(raw, [wire]).get(self._job_wire)
             if state is None or state in FINISHED:
@@ -182,14 +173,14 @@ class IrisActorHandle:
         rpc = self._rpc
         if rpc is not None:
             return rpc
-        if self._endpoint in _STOPPED:
+        if self.endpoint in _STOPPED:
             raise self._died("its group was shut down")
         raw = _connection(self._controller)
         deadline = time.monotonic() + _RESOLVE_WAIT_S
         delay = 0.05
         while True:
             with translate_errors(f"resolve actor {self.name}"):
-                found = line.endpoint(raw, JobName.from_wire(self._job_wire), self._endpoint)
+                found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
             if found:
                 break
             gone = self._gone()
@@ -205,7 +196,7 @@ class IrisActorHandle:
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         request = actor_pb2.ActorCall(
             method_name=method,
-            actor_name=self._endpoint,
+            actor_name=self.endpoint,
             serialized_args=cloudpickle.dumps(args),
             serialized_kwargs=cloudpickle.dumps(kwargs),
         )
@@ -213,7 +204,7 @@ class IrisActorHandle:
         unreachable_since: float | None = None
         delay = 0.05
         while True:
-            if self._endpoint in _STOPPED:
+            if self.endpoint in _STOPPED:
                 raise self._died("its group was shut down")
             try:
                 response = self._client().call(request)

@@ -17,7 +17,6 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName
 
 from fray import ActorConfig, ActorContext, Entrypoint, JobRequest, JobStatus, ResourceConfig
@@ -32,8 +31,7 @@ from fray.backend import (
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 from fray_iris._actor_handle import IrisActorHandle, forget_endpoints
 from fray_iris._convert import line, translate_errors
-from fray_iris._results import ResultStore
-from fray_iris._task import enter_task, serving_hosts
+from fray_iris._task import ResultStore, enter_task, serving_hosts
 from fray_iris._views import TASK_FINISHED
 
 _LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
@@ -52,67 +50,49 @@ def actor_job(
     resources: ResourceConfig,
     config: ActorConfig,
     client: Any,
-) -> tuple[JobRequest, IrisEntrypoint]:
-    """The request and entrypoint of an actor group's job.
-
-    An actor whose process dies is restarted as on Ray, up to ``config.max_restarts`` times
-    (-1: without limit; ``None``: without limit on preemptible resources, else never), as
-    Iris retries of its task. The job allows one attempt more, which only stores that the
-    actor died and exits 0, so that Iris does not fail the job and stop the other actors.
-    """
+) -> JobRequest:
+    """The request of an actor group's job: each replica runs :func:`host_actor`. A dead
+    actor restarts as on Ray, ``config.max_restarts`` times (-1: without limit; ``None``:
+    without limit where preemptible, else never), as Iris retries of its task; one attempt
+    more only stores that it died and exits 0, so Iris does not stop the other actors."""
     restarts = config.max_restarts
     if restarts is None:
         restarts = -1 if resources.preemptible else 0
     retries = _UNLIMITED_RETRIES if restarts < 0 else restarts + 1
-    request = JobRequest(
+    task_args = (actor_class, tuple(args), dict(kwargs), name, config, restarts, client.results_url)
+    return JobRequest(
         name=name,
-        entrypoint=Entrypoint.from_callable(host_actor),
+        entrypoint=Entrypoint.from_callable(host_actor, task_args),
         resources=resources.model_copy(update={"replicas": 1}),
         replicas=count,
         max_retries_failure=retries,
         max_retries_preemption=retries,
         priority=config.priority,
     )
-    task_args = (actor_class, tuple(args), dict(kwargs), name, config, restarts, client.results_url)
-    return request, IrisEntrypoint.from_callable(host_actor, *task_args)
 
 
 class IrisActorGroup(BaseActorGroup):
-    """``count`` actors served by one Iris job; see ``fray.ActorGroup``.
-
-    An actor is RUNNING while its endpoint is registered and its task runs; SUCCEEDED once
-    it set its ``shutdown_event``; FAILED once it stored an error (its constructor, a
-    ``SystemExit`` in a method, ``fail(exc)`` with no restarts left) or its task ended
-    without storing one; FAILED or STOPPED with the job; PENDING while it restarts.
-    """
+    """``count`` actors served by one Iris job; see ``fray.ActorGroup``. An actor is
+    RUNNING while its endpoint is registered and its task runs, PENDING while it restarts,
+    and ends as it stored (SUCCEEDED, or FAILED with its error), FAILED when its task ended
+    without storing, or FAILED or STOPPED with the job."""
 
     polls = True
 
     def __init__(self, client: Any, name: str, count: int, job: Any, config: ActorConfig) -> None:
-        wire = job.iris_job_id
-        retries = config.max_task_retries or 0
-        members = [
-            ActorMember(
-                i,
-                f"{name}-{i}",
-                IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries=retries),
-            )
+        wire, retries = job.iris_job_id, config.max_task_retries or 0
+        handles = [
+            IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries)
             for i in range(count)
         ]
-        super().__init__(name, members)
+        super().__init__(name, [ActorMember(i, h.name, h) for i, h in enumerate(handles)])
+        self.job = job  # the Iris job that hosts the actors
         self._owner = client
-        self._job = job
         self._wire = wire
         self._delay = _LOOK_FIRST_S
 
-    @property
-    def job(self) -> Any:
-        """The Iris job that hosts the actors."""
-        return self._job
-
     def discover_new(self, target: int | None = None) -> list[Any]:
-        """Handles of ready actors not returned before; with ``target``, only until that
-        many have been returned in all."""
+        """Ready actors not returned before; with ``target``, up to that many in all."""
         if target is None:
             return super().discover_new()
         self._refresh(0)
@@ -127,8 +107,7 @@ class IrisActorGroup(BaseActorGroup):
         return [m.handle for m in fresh]
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 900.0) -> list[Any]:
-        """See ``fray.ActorGroup``; by default waits up to 900 s, as the predecessor's Iris
-        groups (an Iris worker may need a scale-up)."""
+        """See ``fray.ActorGroup``; 900 s by default, as the predecessor's Iris groups."""
         return super().wait_ready(count, timeout)
 
     def _refresh(self, timeout: float) -> None:
@@ -145,7 +124,7 @@ class IrisActorGroup(BaseActorGroup):
 
     def _stop(self, members: list[ActorMember]) -> None:
         forget_endpoints([m.handle.endpoint for m in members])
-        self._job.terminate()
+        self.job.terminate()
 
     def _look(self) -> bool:
         """Learns each member's state; returns whether any changed."""
@@ -160,8 +139,8 @@ class IrisActorGroup(BaseActorGroup):
         finished = {str(i) for i, t in tasks.items() if t.state in TASK_FINISHED}
         ready = {n[len(prefix) :] for n in names} - finished
         ended = None
-        if any(str(m.index) not in ready for m in live) and self._job.status().is_finished:
-            info = self._job.info()  # not stopped by this group: its actors died
+        if any(str(m.index) not in ready for m in live) and self.job.status().is_finished:
+            info = self.job.info()  # not stopped by this group: its actors died
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
             ended = JobStatus.FAILED, error
@@ -179,7 +158,9 @@ class IrisActorGroup(BaseActorGroup):
         """SUCCEEDED (its shutdown_event) or FAILED with the error, where the actor stored
         how it ended."""
         store = self._owner.results
-        record = store.read(store.actor_path(self._wire, index)) if store is not None else None
+        record = (
+            store.read(store.task_path(self._wire, index, "actor")) if store is not None else None
+        )
         if record is None:
             return None
         return (
@@ -254,16 +235,11 @@ def host_actor(
     restarts: int,
     results_url: str | None,
 ) -> None:
-    """Runs one actor of a group in this task: builds it, serves it on the ``actor`` port
-    under the endpoint ``<job id>/<group>-<index>`` until the job is stopped or the actor
-    ends itself.
-
-    ``restarts`` is the restart budget (-1: no limit), counted in Iris attempts. The
-    actor's end is stored in the results store, where the group reads it, and the task
-    exits 0, so the other actors keep running: a constructor that raised, a ``SystemExit``
-    in a method, a ``shutdown_event`` set (SUCCEEDED), a ``fail(exc)`` with no restarts
-    left. A ``fail(exc)`` with restarts left exits 1: Iris runs the task again.
-    """
+    """Builds one actor of a group and serves it on the ``actor`` port as the endpoint
+    ``<job id>/<group>-<index>`` until the job is stopped or the actor ends. How it ended is
+    stored for the group and the task exits 0 (the other actors go on), except after a
+    ``fail(exc)`` with restarts left (``restarts``, in Iris attempts; -1: no limit): exit 1,
+    and Iris runs the task again."""
     from iris.actor.server import ActorServer
     from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
@@ -274,7 +250,7 @@ def host_actor(
     actor_name = f"{group_name}-{index}"
     endpoint = f"{job_wire}/{actor_name}"
     store = ResultStore(results_url) if results_url else None
-    record_path = store.actor_path(job_wire, index) if store else ""
+    record_path = store.task_path(job_wire, index, "actor") if store else ""
     if store is not None and info.attempt_id == 0:
         store.remove(record_path)  # a record left by an earlier group of the same name
 

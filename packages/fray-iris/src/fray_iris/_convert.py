@@ -18,7 +18,6 @@ from typing import Any
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.client import JobAlreadyExists as IrisJobAlreadyExists
-from iris.client import JobFailedError as IrisJobFailedError
 from iris.cluster import constraints as ic
 from iris.cluster.constraints import Constraint
 from iris.cluster.types import CoschedulingConfig, ResourceSpec, gpu_device, tpu_device
@@ -36,14 +35,7 @@ from fray import (
     TpuConfig,
 )
 from fray.backend import capabilities_of
-from fray.errors import (
-    FrayError,
-    InvalidRequestError,
-    JobAlreadyExistsError,
-    JobFailedError,
-    JobNotFoundError,
-    JobTimeoutError,
-)
+from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
 from fray_iris._task import run_callable
 
 IRIS_VERSION = importlib.metadata.version("marin-iris")
@@ -114,10 +106,11 @@ def to_constraints(resources: ResourceConfig) -> list[Constraint]:
     return constraints
 
 
-def _newer(field: str, value: Any, found: Any) -> Any:
-    if found is None:
+def _newer(field: str, value: Any, found: Any, allowed: str = "its default") -> Any:
+    """``found``, where the installed line has it; else refuses ``value`` of ``field``."""
+    if not found:
         raise InvalidRequestError.for_field(
-            field, value, f"its default with marin-iris {IRIS_VERSION}: this needs {NEWER}"
+            field, value, f"{allowed} with marin-iris {IRIS_VERSION}: this needs {NEWER}"
         )
     return found
 
@@ -151,16 +144,14 @@ def to_environment(environment: EnvironmentConfig | None, env: dict[str, str]) -
 
 def to_container_profile(resources: ResourceConfig) -> int:
     """The Iris ``ContainerProfile`` number for ``resources.container_profile`` (0: none)."""
-    profile = resources.container_profile
+    profile, field = resources.container_profile, "ResourceConfig.container_profile"
     if profile is None:
         return 0
-    number = line.CONTAINER_PROFILES.get(profile)
-    if number is None:
-        allowed = f"one of Iris's profiles: {', '.join(sorted(line.CONTAINER_PROFILES))}"
-        if not line.CONTAINER_PROFILES:
-            allowed = f"only None with marin-iris {IRIS_VERSION}: container profiles need {NEWER}"
-        raise InvalidRequestError.for_field("ResourceConfig.container_profile", profile, allowed)
-    return number
+    profiles = _newer(field, profile, line.CONTAINER_PROFILES, "only None")
+    if profile not in profiles:
+        allowed = f"one of Iris's profiles: {', '.join(sorted(profiles))}"
+        raise InvalidRequestError.for_field(field, profile, allowed)
+    return profiles[profile]
 
 
 def to_iris_request(request: JobRequest) -> dict[str, Any]:
@@ -193,18 +184,12 @@ def to_iris_request(request: JobRequest) -> dict[str, Any]:
 
 
 def to_task_failure_budget(request: JobRequest) -> int | None:
-    """Iris's job-wide ``max_task_failures``, where the installed line takes it.
-
-    Iris 0.2.227 fails a job once its failed attempts over every task exceed it (default 0).
-    Fray's 0 (no job-wide limit) asks for ``replicas × max_retries_failure``: every replica
-    may use all its own retries, as on 0.2.20."""
+    """Iris's job-wide ``max_task_failures`` (0.2.227 fails a job once its failed attempts
+    exceed it); Fray's 0 asks for ``replicas × max_retries_failure``, as on 0.2.20."""
     if not line.FAILURE_BUDGET:
-        if request.max_task_failures:
-            raise InvalidRequestError.for_field(
-                "max_task_failures",
-                request.max_task_failures,
-                f"only 0 with marin-iris {IRIS_VERSION}: the job-wide failure budget needs {NEWER}",
-            )
+        _newer(
+            "max_task_failures", request.max_task_failures, not request.max_task_failures, "only 0"
+        )
         return None
     return request.max_task_failures or request.replica_count * request.max_retries_failure
 
@@ -288,7 +273,7 @@ _INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}
 def translate_errors(
     what: str, *, job_id: str | None = None, address: str | None = None
 ) -> Iterator[None]:
-    """Turns Iris and Connect exceptions raised inside the block into Fray's errors."""
+    """Turns Iris's and Connect's exceptions raised inside the block into Fray's errors."""
     try:
         yield
     except FrayError:
@@ -318,9 +303,5 @@ def translate_errors(
         raise FrayError(text) from err
     except IrisJobAlreadyExists as err:
         raise JobAlreadyExistsError(job_id or what) from err
-    except IrisJobFailedError as err:
-        raise JobFailedError(str(err.job_id), JobStatus.FAILED, str(err)) from err
-    except TimeoutError as err:
-        raise JobTimeoutError(f"{what}: {err}") from err
     except ValueError as err:
         raise InvalidRequestError(f"{what}: {err}", field=what, allowed=str(err)) from err

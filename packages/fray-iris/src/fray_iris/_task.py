@@ -1,19 +1,23 @@
+# pyright: standard
 """What runs inside an Iris task around a job's callable (the actor host is
-``_actors.host_actor``). Iris pickles :func:`run_callable` by reference, so every task
-imports this module: it imports neither Fray nor the Iris client, which would cost each
-task start hundreds of milliseconds.
+``_actors.host_actor``), and the results store where tasks keep what Iris discards: return
+values, errors and how actors ended. Iris pickles :func:`run_callable` by reference, so
+every task imports this module: it imports neither Fray nor the Iris client, which would
+cost each task start hundreds of milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from fray_iris._results import ResultStore
 from fray_iris._views import fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
@@ -91,3 +95,66 @@ def serving_hosts(info: Any) -> tuple[str, str]:
     if is_loopback(info.controller_address):
         return "127.0.0.1", "127.0.0.1"
     return os.environ.get("IRIS_BIND_HOST", "0.0.0.0"), info.advertise_host
+
+
+def default_local_results_url() -> str:
+    """A private folder under the system temp dir (for clusters running on this machine)."""
+    owner = os.getuid() if hasattr(os, "getuid") else "user"
+    return f"file://{os.path.join(tempfile.gettempdir(), f'fray-iris-results-{owner}')}"
+
+
+class ResultStore:
+    """Records under one fsspec URL (``<job wire id>/task-<index>.pkl``: ``("ok", value)``
+    or ``("error", Outcome)``; ``.../actor-<index>.pkl``: an ``Outcome``); local files are
+    written 0600 in 0700 folders."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        local = self.url.removeprefix("file://")
+        self._local = local if "://" not in local else None
+
+    def task_path(self, job_wire: str, index: int, leaf: str = "task") -> str:
+        """Where replica ``index`` of the job (``leaf="actor"``: actor ``index`` of a group)
+        stores its record."""
+        tail = f"{job_wire.strip('/')}/{leaf}-{index}.pkl"
+        return f"{self.url}/{tail}" if self._local is None else os.path.join(self._local, tail)
+
+    def write(self, path: str, record: Any) -> None:
+        """Stores ``record`` (cloudpickled) at ``path``, atomically where the store allows."""
+        import cloudpickle
+
+        data = cloudpickle.dumps(record)
+        if self._local is None:
+            with _fsspec().open(path, "wb") as out:
+                out.write(data)
+            return
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+
+    def read(self, path: str) -> Any | None:
+        """The record at ``path``, or ``None`` if there is none."""
+        import cloudpickle
+
+        try:
+            with open(path, "rb") if self._local is not None else _fsspec().open(path, "rb") as f:
+                return cloudpickle.loads(f.read())
+        except FileNotFoundError:
+            return None
+
+    def remove(self, path: str) -> None:
+        """Deletes the record at ``path`` if there is one."""
+        with contextlib.suppress(FileNotFoundError):
+            if self._local is not None:
+                os.unlink(path)
+            else:
+                fs, inner = _fsspec().core.url_to_fs(path)
+                fs.rm(inner)
+
+
+def _fsspec() -> Any:
+    import fsspec  # only for a store that is not a local folder: it takes a while to import
+
+    return fsspec
