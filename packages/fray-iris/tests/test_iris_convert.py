@@ -61,42 +61,42 @@ def test_cpu_memory_and_disk_convert() -> None:
 
 def test_tpu_device_has_chips_per_vm_and_multi_vm_types_are_coscheduled() -> None:
     converted = to_iris_request(request(resources=ResourceConfig.with_tpu("v5p-16")))
-    device = converted.resources.to_proto().device
+    device = converted["resources"].to_proto().device
     assert (device.tpu.variant, device.tpu.count) == ("v5p-16", 4)
-    assert converted.coscheduling is not None
-    assert converted.coscheduling.group_by == "tpu-name"
-    assert converted.replicas == 2
+    assert converted["coscheduling"] is not None
+    assert converted["coscheduling"].group_by == "tpu-name"
+    assert converted["replicas"] == 2
 
 
 def test_multislice_keeps_one_replica_per_vm_of_every_slice() -> None:
     resources = ResourceConfig.with_tpu("v5litepod-16", slice_count=2)
     converted = to_iris_request(request(resources=resources))
-    assert converted.replicas == 8
-    assert converted.coscheduling is not None
+    assert converted["replicas"] == 8
+    assert converted["coscheduling"] is not None
 
 
 def test_single_vm_tpu_with_replicas_is_not_coscheduled() -> None:
     resources = ResourceConfig.with_tpu("v5litepod-4")
     converted = to_iris_request(request(resources=resources, replicas=3))
-    assert converted.coscheduling is None
-    assert converted.replicas == 3
+    assert converted.get("coscheduling") is None
+    assert converted["replicas"] == 3
 
 
 def test_gpu_device_and_alternatives() -> None:
     resources = ResourceConfig.with_gpu("H100", 8, device_alternatives=["A100-80G"])
     converted = to_iris_request(request(resources=resources))
-    device = converted.resources.to_proto().device
+    device = converted["resources"].to_proto().device
     assert (device.gpu.variant, device.gpu.count) == ("H100", 8)
-    [constraint] = converted.constraints
+    [constraint] = converted["constraints"]
     assert constraint.key == "device-variant"
-    assert converted.coscheduling is None
+    assert converted.get("coscheduling") is None
 
 
 def test_placement_constraints() -> None:
     resources = ResourceConfig(preemptible=False, regions=["us-central1", "us-east1"], zone="z1")
-    keys = [c.key for c in to_iris_request(request(resources=resources)).constraints]
+    keys = [c.key for c in to_iris_request(request(resources=resources))["constraints"]]
     assert keys == ["preemptible", "region", "zone"]
-    assert to_iris_request(request()).constraints == []
+    assert to_iris_request(request())["constraints"] == []
 
 
 def test_environment_and_retry_budgets() -> None:
@@ -106,24 +106,24 @@ def test_environment_and_retry_budgets() -> None:
     converted = to_iris_request(
         request(environment=environment, max_retries_failure=2, max_retries_preemption=7)
     )
-    env = converted.environment.to_proto()
+    env = converted["environment"].to_proto()
     assert env.env_vars["A"] == "1"
     assert env.env_vars["JAX_PLATFORMS"] == "tpu"  # the request beats the device default
     # 0.2.227 turns these into its setup script: compare what Fray asked for
-    assert list(converted.environment.pip_packages or ()) == ["numpy"]
-    assert list(converted.environment.extras or ()) == ["x"]
-    assert (converted.max_retries_failure, converted.max_retries_preemption) == (2, 7)
+    assert list(converted["environment"].pip_packages or ()) == ["numpy"]
+    assert list(converted["environment"].extras or ()) == ["x"]
+    assert (converted["max_retries_failure"], converted["max_retries_preemption"]) == (2, 7)
 
 
 def test_job_wide_failure_budget_keeps_each_replica_its_retries() -> None:
     plain = request(max_retries_failure=2, replicas=3)
     capped = request(max_retries_failure=2, replicas=3, max_task_failures=4)
     if line.FAILURE_BUDGET:  # marin-iris 0.2.227: always passed (Iris's default is 0)
-        assert to_iris_request(plain).kwargs()["max_task_failures"] == 6
-        assert to_iris_request(request()).kwargs()["max_task_failures"] == 0
-        assert to_iris_request(capped).kwargs()["max_task_failures"] == 4
+        assert to_iris_request(plain)["max_task_failures"] == 6
+        assert to_iris_request(request())["max_task_failures"] == 0
+        assert to_iris_request(capped)["max_task_failures"] == 4
     else:  # 0.2.20 has no such argument: a budget asked for is refused, naming the field
-        assert "max_task_failures" not in to_iris_request(plain).kwargs()
+        assert "max_task_failures" not in to_iris_request(plain)
         with pytest.raises(InvalidRequestError) as caught:
             to_iris_request(capped)
         assert caught.value.field == "max_task_failures"
@@ -131,11 +131,10 @@ def test_job_wide_failure_budget_keeps_each_replica_its_retries() -> None:
 
 
 def test_priority_is_an_iris_band_and_timeout_a_duration() -> None:
-    converted = to_iris_request(request(priority=3, timeout=90))
-    kwargs = converted.kwargs()
+    kwargs = to_iris_request(request(priority=3, timeout=90))
     assert kwargs["priority_band"] == 3  # PRIORITY_BAND_BATCH on both lines
     assert kwargs["timeout"].to_seconds() == 90
-    defaults = to_iris_request(request()).kwargs()
+    defaults = to_iris_request(request())
     assert "priority_band" not in defaults and "timeout" not in defaults
     with pytest.raises(InvalidRequestError) as caught:
         to_iris_request(request(priority=42))
@@ -162,7 +161,7 @@ def test_unreachable_reasons_are_a_few_words() -> None:
 
 def test_docker_image_is_the_task_image_and_workspace_is_refused() -> None:
     converted = to_iris_request(request(environment=EnvironmentConfig(docker_image="img:1")))
-    assert converted.task_image == "img:1"
+    assert converted["task_image"] == "img:1"
     with pytest.raises(InvalidRequestError) as caught:
         to_iris_request(request(environment=EnvironmentConfig(workspace="/tmp")))
     assert caught.value.field == "JobRequest.environment.workspace"
@@ -226,7 +225,7 @@ def test_fray_ids_drop_the_iris_user() -> None:
 
 
 def test_results_store_round_trip_is_private(tmp_path: Path) -> None:
-    from fray_iris._results import ResultStore
+    from fray_iris._task import ResultStore
 
     store = ResultStore(f"file://{tmp_path}/results")
     path = store.task_path("/root/job/child", 2)
@@ -240,7 +239,7 @@ def test_results_store_round_trip_is_private(tmp_path: Path) -> None:
 
 
 def test_results_store_through_fsspec(tmp_path: Path) -> None:
-    from fray_iris._results import ResultStore
+    from fray_iris._task import ResultStore
 
     store = ResultStore("memory://fray-iris-test")
     path = store.task_path("/root/job", 0)
@@ -293,8 +292,7 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
 def test_task_stores_an_error_that_does_not_pickle_as_its_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fray_iris._results import ResultStore
-    from fray_iris._task import run_callable
+    from fray_iris._task import ResultStore, run_callable
 
     monkeypatch.setenv("IRIS_TASK_ID", "/root/unpicklable/0")
     for name in ("FRAY_JOB_ID", "FRAY_TASK_INDEX", "FRAY_NUM_TASKS", "FRAY_IRIS_RESULTS_URL"):
@@ -311,7 +309,9 @@ def test_task_stores_an_error_that_does_not_pickle_as_its_text(
 
 
 def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refused() -> None:
-    assert to_iris_request(request(resources=ResourceConfig(image="img:1"))).task_image == "img:1"
+    assert (
+        to_iris_request(request(resources=ResourceConfig(image="img:1")))["task_image"] == "img:1"
+    )
     with pytest.raises(InvalidRequestError) as caught:
         to_iris_request(
             request(
@@ -330,7 +330,7 @@ def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refuse
     if line.CONTAINER_PROFILES:
         name, number = next((n, v) for n, v in line.CONTAINER_PROFILES.items() if v)
         chosen = request(resources=ResourceConfig(container_profile=name))
-        assert to_iris_request(chosen).kwargs()["container_profile"] == number
+        assert to_iris_request(chosen)["container_profile"] == number
 
 
 def _environment(**fields: object) -> object:

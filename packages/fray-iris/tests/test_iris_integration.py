@@ -94,7 +94,7 @@ def test_single_vm_tpu_replicas_are_not_coscheduled(iris_client: IrisClient) -> 
         resources=ResourceConfig.with_tpu("v5litepod-4"),
         replicas=2,
     )
-    assert to_iris_request(request).coscheduling is None
+    assert to_iris_request(request).get("coscheduling") is None
     assert iris_client.submit(request).result(timeout=TIMEOUT) == ["host", "host"]
 
 
@@ -106,7 +106,7 @@ def test_non_preemptible_job_lands_on_an_on_demand_group(iris_client: IrisClient
         entrypoint=Entrypoint.from_callable(ep.add, [1, 2]),
         resources=ResourceConfig(cpu=0.5, ram="256m", preemptible=False),
     )
-    [constraint] = to_iris_request(request).constraints
+    [constraint] = to_iris_request(request)["constraints"]
     assert constraint.key == "preemptible"
     job = iris_client.submit(request)
     assert job.result(timeout=TIMEOUT) == 3
@@ -412,6 +412,32 @@ def test_spec_with_address_builds_an_iris_client(iris_cluster: Any) -> None:
         assert job.wait(timeout=TIMEOUT) is JobStatus.SUCCEEDED
     finally:
         client.shutdown()
+
+
+def test_a_wrapped_iris_client_of_a_local_cluster_returns_values(
+    iris_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Code that made its own Iris client (FrayIrisClient.from_iris_client, iris_ctx_scope)
+    # gets the default results location of a controller on this machine, as IrisClient(url).
+    from iris.client import IrisClient as RawIrisClient
+
+    from fray_iris import FrayIrisClient
+    from fray_iris._task import default_local_results_url
+
+    monkeypatch.delenv("FRAY_IRIS_RESULTS_URL", raising=False)
+    raw = RawIrisClient.remote(iris_cluster.url)
+    client = FrayIrisClient.from_iris_client(raw)
+    try:
+        assert client.address == iris_cluster.url
+        assert client.results_url == default_local_results_url()
+        request = JobRequest(
+            name=f"wrapped-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_callable(ep.add, [2, 5]),
+        )
+        assert client.submit(request).result(timeout=TIMEOUT) == 7
+    finally:
+        client.shutdown()
+        raw.shutdown()
 
 
 def test_spec_rejects_unknown_parameters(iris_cluster: Any) -> None:

@@ -98,7 +98,7 @@ def test_any_region_and_target_cluster_on_0_2_227() -> None:
     ]
     # Fray's own submissions place the same way.
     request = to_iris_request(_job(resources))
-    assert request.constraints == ib.convert_constraints(resources)
+    assert request["constraints"] == ib.convert_constraints(resources)
 
 
 @only_old

@@ -8,10 +8,8 @@
         job.wait()
 
 ``FRAY_CLIENT_SPEC=iris://host:port`` selects this backend for ``fray.current_client()``;
-inside an Iris job it is chosen without any spec, using the job's own Iris context.
-
-The names below load on first use: Iris tasks import ``fray_iris._task`` on every start, and
-that must not pull in the Iris client.
+inside an Iris job it is chosen without a spec. The names load on first use: every Iris task
+imports ``fray_iris._task``, which must not pull in the Iris client.
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ __all__ = [
     "wrap_nsys",
 ]
 
-# Where each name lives. The predecessor's names (``fray.iris_backend`` serves them) are its
-# client built its way and the helpers its users call to build Iris requests for raw Iris.
+# Where each name lives: the predecessor's names (``fray.iris_backend``) in _predecessor.
 _LAZY = dict.fromkeys(__all__, "fray_iris._predecessor")
 _LAZY.update(
     IrisActorFuture="fray_iris._actor_handle",

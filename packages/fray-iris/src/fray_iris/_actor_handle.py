@@ -1,19 +1,17 @@
 # pyright: standard
 """Handles to Iris actors: calls over Iris's actor RPC, in order per handle.
 
-A handle pickles as its endpoint name (``<group job id>/<group>-<index>``, absolute, so it
-resolves from any namespace) plus the job id; it resolves lazily, from the current Iris
-context inside a job, or from a connection to the controller outside one, and again after
-the actor restarts (Iris runs its task again: a new process, a new address).
-
-A call that never reached the actor is sent again while the actor's task lives. A call the
-actor may have started when its connection broke (its process killed mid-call) is sent again,
-to the restarted actor, only while the group's ``max_task_retries`` allows (as on Ray).
+A handle pickles as its endpoint name (``<group job id>/<group>-<index>``, absolute) and its
+job; it resolves lazily, from the current Iris context inside a job or a connection to the
+controller outside one, and again after the actor restarts (a new process, a new address).
+A call that never reached the actor is sent again while the actor's task lives; one the
+actor may have started (its process killed mid-call) only while ``max_task_retries`` allows.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 import time
 import weakref
@@ -31,60 +29,42 @@ from fray.errors import ActorDiedError, ActorError, JobTimeoutError
 from fray_iris._convert import line, never_sent, translate_errors
 from fray_iris._views import FINISHED, TASK_FINISHED
 
-__all__ = ["IrisActorFuture", "IrisActorHandle", "IrisActorMethod", "forget_endpoints"]
-
 _STOPPED: set[str] = set()  # endpoints of groups shut down from this process
-_STOPPED_LOCK = threading.Lock()
 _RESOLVE_WAIT_S = 300.0  # how long a handle waits for a restarting actor to come back
 _UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
 
-_connections: dict[str, Any] = {}
-_connections_lock = threading.Lock()
+
+@functools.cache
+def _remote(controller: str) -> Any:
+    return RawIrisClient.remote(controller)
 
 
 def _connection(controller: str | None) -> Any:
-    """The marin-iris client to resolve endpoints with: the current job's, else one per
-    controller address for this process."""
+    """The current job's Iris client, else one per controller for this process."""
     ctx = get_iris_ctx()
     if ctx is not None and ctx.client is not None:
         return ctx.client
     if not controller:
         raise ActorError("this actor handle cannot be resolved: no Iris context or controller")
-    with _connections_lock:
-        raw = _connections.get(controller)
-        if raw is None:
-            raw = RawIrisClient.remote(controller)
-            _connections[controller] = raw
-        return raw
+    return _remote(controller)
 
 
 def forget_endpoints(endpoints: list[str]) -> None:
-    """Marks these endpoints as shut down: calls through their handles raise
-    ``ActorDiedError`` from now on."""
-    with _STOPPED_LOCK:
-        _STOPPED.update(endpoints)
+    """Calls through these endpoints' handles raise ``ActorDiedError`` from now on."""
+    _STOPPED.update(endpoints)
 
 
-class IrisActorFuture:
+class IrisActorFuture(concurrent.futures.Future[Any]):
     """The pending result of an actor call; see ``fray.ActorFuture``."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
-        self._future = future
 
     def result(self, timeout: float | None = None) -> Any:
         """The call's return value; re-raises the method's own exception."""
         try:
-            return self._future.result(timeout)
+            return super().result(timeout)
         except concurrent.futures.TimeoutError:
-            if self._future.done():
+            if self.done():
                 raise
             raise JobTimeoutError(f"actor call did not finish within {timeout}s") from None
-
-    def done(self) -> bool:
-        """Whether the call has finished."""
-        return self._future.done()
 
 
 class IrisActorMethod:
@@ -98,16 +78,19 @@ class IrisActorMethod:
 
     def remote(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
         """Starts the call; calls from one handle run in the order they were made."""
-        return IrisActorFuture(self._handle._enqueue(self._method, args, kwargs))
+        return self._handle._enqueue(self._method, args, kwargs)
 
     def submit(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
-        """A long-running call: on Iris the same as :meth:`remote` (one RPC, which waits as
-        long as the method runs)."""
+        """A long-running call: on Iris the same as :meth:`remote` (one RPC)."""
         return self.remote(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits."""
-        return self._handle._call_in_order(self._method, args, kwargs)
+        with self._handle._lock:
+            busy = self._handle._pending > 0
+        if busy:  # keep the order of calls made through this handle
+            return self.remote(*args, **kwargs).result()
+        return self._handle._call(self._method, args, kwargs)
 
 
 class IrisActorHandle:
@@ -118,7 +101,8 @@ class IrisActorHandle:
     def __init__(
         self, endpoint: str, job_wire: str, controller: str | None, retries: int = 0
     ) -> None:
-        self._endpoint = endpoint
+        self.endpoint = endpoint  # the Iris endpoint name the actor registered
+        self.name = endpoint.rsplit("/", 1)[-1]  # {group}-{index}
         self._job_wire = job_wire
         self._controller = controller
         self._retries = retries
@@ -127,41 +111,25 @@ class IrisActorHandle:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending = 0
 
-    @property
-    def name(self) -> str:
-        """The actor's name (``{group}-{index}``)."""
-        return self._endpoint.rsplit("/", 1)[-1]
-
-    @property
-    def endpoint(self) -> str:
-        """The Iris endpoint name the actor registered."""
-        return self._endpoint
-
     def __getattr__(self, method: str) -> IrisActorMethod:
         if method.startswith("_"):
             raise AttributeError(method)
         return IrisActorMethod(self, method)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            IrisActorHandle,
-            (self._endpoint, self._job_wire, self._controller, self._retries),
-        )
+        return IrisActorHandle, (self.endpoint, self._job_wire, self._controller, self._retries)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, IrisActorHandle) and other._endpoint == self._endpoint
+        return isinstance(other, IrisActorHandle) and other.endpoint == self.endpoint
 
     def __hash__(self) -> int:
-        return hash(self._endpoint)
+        return hash(self.endpoint)
 
     def __repr__(self) -> str:
         return f"IrisActorHandle({self.name!r})"
 
-    # -- calls -------------------------------------------------------------------------------
-
-    def _enqueue(
-        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> concurrent.futures.Future[Any]:
+    def _enqueue(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        future = IrisActorFuture()
         with self._lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -169,39 +137,35 @@ class IrisActorHandle:
                 )
                 weakref.finalize(self, self._executor.shutdown, False)
             self._pending += 1
-            executor = self._executor
-        return executor.submit(self._run_queued, method, args, kwargs)
+            self._executor.submit(self._run_queued, future, method, args, kwargs)
+        return future
 
-    def _run_queued(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _run_queued(self, future: IrisActorFuture, method: str, *call: Any) -> None:
         try:
-            return self._call(method, args, kwargs)
-        finally:
-            with self._lock:
-                self._pending -= 1
-
-    def _call_in_order(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            value, error = self._call(method, *call), None
+        except BaseException as exc:
+            value, error = None, exc
         with self._lock:
-            busy = self._pending > 0
-        if busy:  # keep the order of calls made through this handle
-            return self._enqueue(method, args, kwargs).result()
-        return self._call(method, args, kwargs)
+            self._pending -= 1  # first: a blocking call made once this one is done goes direct
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
     def _died(self, why: str) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is gone: {why}")
 
     def _gone(self) -> str | None:
-        """Why the actor is gone for good (its job finished, or its task did: it ended
-        itself, or died with no restarts left), or ``None`` while it lives or restarts."""
+        """Why the actor is gone for good (its job or its task finished), or ``None``."""
         raw = _connection(self._controller)
         wire = JobName.from_wire(self._job_wire)
+        index = self.endpoint.rsplit("-", 1)[-1]
         with translate_errors(f"state of actor {self.name}"):
             state = line.states(raw, [wire]).get(self._job_wire)
             if state is None or state in FINISHED:
                 return "its job has finished"
-            index = self._endpoint.rsplit("-", 1)[-1]
             tasks = {t.task_index: t.state for t in line.tasks(raw, wire)}
-            task = tasks.get(int(index)) if index.isdigit() else None
-        if task is not None and task in TASK_FINISHED:
+        if index.isdigit() and tasks.get(int(index)) in TASK_FINISHED:
             return "its task has finished (it ended itself, or died with no restarts left)"
         return None
 
@@ -209,14 +173,14 @@ class IrisActorHandle:
         rpc = self._rpc
         if rpc is not None:
             return rpc
-        if self._endpoint in _STOPPED:
+        if self.endpoint in _STOPPED:
             raise self._died("its group was shut down")
         raw = _connection(self._controller)
         deadline = time.monotonic() + _RESOLVE_WAIT_S
         delay = 0.05
         while True:
             with translate_errors(f"resolve actor {self.name}"):
-                found = line.endpoint(raw, JobName.from_wire(self._job_wire), self._endpoint)
+                found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
             if found:
                 break
             gone = self._gone()
@@ -226,32 +190,28 @@ class IrisActorHandle:
                 raise self._died(f"its endpoint did not come back within {_RESOLVE_WAIT_S}s")
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-        rpc = ActorServiceClientSync(address=found, timeout_ms=None, accept_compression=[])
-        self._rpc = rpc
-        return rpc
+        self._rpc = ActorServiceClientSync(address=found, timeout_ms=None, accept_compression=[])
+        return self._rpc
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         request = actor_pb2.ActorCall(
             method_name=method,
-            actor_name=self._endpoint,
+            actor_name=self.endpoint,
             serialized_args=cloudpickle.dumps(args),
             serialized_kwargs=cloudpickle.dumps(kwargs),
         )
-        last: Exception | None = None
         retries = self._retries
         unreachable_since: float | None = None
         delay = 0.05
         while True:
-            if self._endpoint in _STOPPED:
+            if self.endpoint in _STOPPED:
                 raise self._died("its group was shut down")
-            rpc = self._client()
             try:
-                response = rpc.call(request)
+                response = self._client().call(request)
             except ConnectError as err:
                 # Unreachable (gone for good, restarting, or not yet listening on a loaded
                 # machine): retry while its task lives, for a while. Any other failure means
                 # the actor may have run the call: send it again only with retries left.
-                last = err
                 self._rpc = None
                 gone = self._gone()
                 if gone is not None:
@@ -265,10 +225,11 @@ class IrisActorHandle:
                         ) from err
                     retries -= 1 if retries > 0 else 0
                     continue  # resolves the actor again: waits for it to restart
-                now = time.monotonic()
-                unreachable_since = unreachable_since or now
-                if now - unreachable_since > _UNREACHABLE_WAIT_S:
-                    break
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > _UNREACHABLE_WAIT_S:
+                    raise ActorError(
+                        f"actor {self.name} could not be reached for {_UNREACHABLE_WAIT_S}s: {err}"
+                    ) from err
                 time.sleep(delay)  # backoff between attempts to reach a restarting actor
                 delay = min(delay * 2, 1.0)
                 continue
@@ -280,6 +241,3 @@ class IrisActorHandle:
                     raise cloudpickle.loads(error.serialized_exception)
                 raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")
             return cloudpickle.loads(response.serialized_value)
-        raise ActorError(
-            f"actor {self.name} could not be reached for {_UNREACHABLE_WAIT_S}s: {last}"
-        ) from last

@@ -1,10 +1,10 @@
 # pyright: standard
 """Actor groups on Iris: a group is one Iris job with an ``actor`` port per replica.
 
-Each replica runs :func:`host_actor`: it builds its actor, serves it with Iris's actor
-server and registers the endpoint ``<group job id>/<group>-<index>``. The group learns its
-members' states by asking: the endpoints registered, the ends stored in the results store,
-and the state of the hosting job and its tasks.
+Each replica runs :func:`host_actor`, which serves its actor with Iris's actor server under
+the endpoint ``<group job id>/<group>-<index>``. The group learns its members' states by
+asking: the endpoints registered, the ends stored in the results store, and the state of the
+hosting job and its tasks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName
 
 from fray import ActorConfig, ActorContext, Entrypoint, JobRequest, JobStatus, ResourceConfig
@@ -32,16 +31,14 @@ from fray.backend import (
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 from fray_iris._actor_handle import IrisActorHandle, forget_endpoints
 from fray_iris._convert import line, translate_errors
-from fray_iris._results import ResultStore
-from fray_iris._task import enter_task, serving_hosts
+from fray_iris._task import ResultStore, enter_task, serving_hosts
 from fray_iris._views import TASK_FINISHED
-
-__all__ = ["IrisActorGroup", "actor_job", "host_actor"]
 
 _LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
 _LOOK_MAX_S = 0.5
 _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
 _UNLIMITED_RETRIES = 1000  # Iris's retries for "restart without limit"
+_EXIT_DELAY_S = 0.5  # lets the call that ended an actor send its answer
 
 
 def actor_job(
@@ -53,77 +50,49 @@ def actor_job(
     resources: ResourceConfig,
     config: ActorConfig,
     client: Any,
-) -> tuple[JobRequest, IrisEntrypoint]:
-    """The request and entrypoint of an actor group's job.
-
-    An actor whose process dies (killed, or ``fail()``) is restarted as on Ray: up to
-    ``config.max_restarts`` times (-1: without limit; ``None``: without limit on preemptible
-    resources, never on the others), as Iris retries of the actor's task. The job allows one
-    attempt more: the attempt after the last restart only stores that the actor died and
-    exits 0, so that Iris does not fail the job, and stop the group's other actors.
-    """
+) -> JobRequest:
+    """The request of an actor group's job: each replica runs :func:`host_actor`. A dead
+    actor restarts as on Ray, ``config.max_restarts`` times (-1: without limit; ``None``:
+    without limit where preemptible, else never), as Iris retries of its task; one attempt
+    more only stores that it died and exits 0, so Iris does not stop the other actors."""
     restarts = config.max_restarts
     if restarts is None:
         restarts = -1 if resources.preemptible else 0
     retries = _UNLIMITED_RETRIES if restarts < 0 else restarts + 1
-    request = JobRequest(
+    task_args = (actor_class, tuple(args), dict(kwargs), name, config, restarts, client.results_url)
+    return JobRequest(
         name=name,
-        entrypoint=Entrypoint.from_callable(host_actor),
+        entrypoint=Entrypoint.from_callable(host_actor, task_args),
         resources=resources.model_copy(update={"replicas": 1}),
         replicas=count,
         max_retries_failure=retries,
         max_retries_preemption=retries,
         priority=config.priority,
     )
-    task_args = (actor_class, tuple(args), dict(kwargs), name, config, restarts, client.results_url)
-    return request, IrisEntrypoint.from_callable(host_actor, *task_args)
-
-
-def _task_end(name: str, task: Any) -> tuple[JobStatus, BaseException | None] | None:
-    """FAILED, for an actor whose task has finished without storing its end: its process
-    died with no restarts left (the job goes on while its other actors run)."""
-    if task is None or task.state not in TASK_FINISHED:
-        return None
-    why = task.error or f"exit code {task.exit_code}"
-    return JobStatus.FAILED, ActorDiedError(f"actor {name} died with no restarts left: {why}")
 
 
 class IrisActorGroup(BaseActorGroup):
-    """``count`` actors served by one Iris job; see ``fray.ActorGroup``.
-
-    An actor is RUNNING while its endpoint is registered; SUCCEEDED once it set its
-    ``shutdown_event``; FAILED once its constructor, a ``SystemExit`` in a method or a
-    ``fail(exc)`` with no restarts left stored an error; and FAILED or STOPPED with the job.
-    While it restarts it is PENDING.
-    """
+    """``count`` actors served by one Iris job; see ``fray.ActorGroup``. An actor is
+    RUNNING while its endpoint is registered and its task runs, PENDING while it restarts,
+    and ends as it stored (SUCCEEDED, or FAILED with its error), FAILED when its task ended
+    without storing, or FAILED or STOPPED with the job."""
 
     polls = True
 
     def __init__(self, client: Any, name: str, count: int, job: Any, config: ActorConfig) -> None:
-        wire = job.iris_job_id
-        retries = config.max_task_retries or 0
-        members = [
-            ActorMember(
-                i,
-                f"{name}-{i}",
-                IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries=retries),
-            )
+        wire, retries = job.iris_job_id, config.max_task_retries or 0
+        handles = [
+            IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries)
             for i in range(count)
         ]
-        super().__init__(name, members)
+        super().__init__(name, [ActorMember(i, h.name, h) for i, h in enumerate(handles)])
+        self.job = job  # the Iris job that hosts the actors
         self._owner = client
-        self._job = job
         self._wire = wire
         self._delay = _LOOK_FIRST_S
 
-    @property
-    def job(self) -> Any:
-        """The Iris job that hosts the actors."""
-        return self._job
-
     def discover_new(self, target: int | None = None) -> list[Any]:
-        """Handles of ready actors not returned before; with ``target``, only until that
-        many have been returned in all."""
+        """Ready actors not returned before; with ``target``, up to that many in all."""
         if target is None:
             return super().discover_new()
         self._refresh(0)
@@ -138,11 +107,8 @@ class IrisActorGroup(BaseActorGroup):
         return [m.handle for m in fresh]
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 900.0) -> list[Any]:
-        """Waits until ``count`` actors are ready (see ``fray.ActorGroup``); by default for
-        up to 900 s, as the predecessor's Iris groups (an Iris worker may need a scale-up)."""
+        """See ``fray.ActorGroup``; 900 s by default, as the predecessor's Iris groups."""
         return super().wait_ready(count, timeout)
-
-    # -- hooks -------------------------------------------------------------------------------
 
     def _refresh(self, timeout: float) -> None:
         if timeout <= 0:
@@ -150,10 +116,7 @@ class IrisActorGroup(BaseActorGroup):
             self._look()
             return
         deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
+        while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(self._delay, left))  # the pause between two looks
             self._delay = min(self._delay * 1.5, _LOOK_MAX_S)
             if self._look():
@@ -161,58 +124,59 @@ class IrisActorGroup(BaseActorGroup):
 
     def _stop(self, members: list[ActorMember]) -> None:
         forget_endpoints([m.handle.endpoint for m in members])
-        self._job.terminate()
-
-    # -- looking -----------------------------------------------------------------------------
+        self.job.terminate()
 
     def _look(self) -> bool:
         """Learns each member's state; returns whether any changed."""
         live = [m for m in self._members if m.status not in _GONE]
         if self._stopped or not live:
             return False
-        raw = self._owner.iris
-        prefix = f"{self._wire}/{self.name}-"
+        raw, prefix = self._owner.iris, f"{self._wire}/{self.name}-"
         with translate_errors(f"actors of {self.name}"):
             names = line.endpoints(raw, prefix)
-            # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's one.
             tasks = {t.task_index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
-        suffixes = {n[len(prefix) :] for n in names}
-        ready = {i for i in range(len(self._members)) if str(i) in suffixes}
-        ready = {i for i in ready if _task_end("", tasks.get(i)) is None}
-        if all(m.index in ready for m in live):
-            return any([m.set_status(JobStatus.RUNNING) for m in live])
-        changed = False
-        status = self._job.status()
+        # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's one.
+        finished = {str(i) for i, t in tasks.items() if t.state in TASK_FINISHED}
+        ready = {n[len(prefix) :] for n in names} - finished
         ended = None
-        if status.is_finished:
-            info = self._job.info()
-            ended = ActorError(
-                f"the job hosting actor group {self.name} ended {info.status.value}"
-                + (f": {info.error}" if info.error else "")
-            )
+        if any(str(m.index) not in ready for m in live) and self.job.status().is_finished:
+            info = self.job.info()  # not stopped by this group: its actors died
+            why = f"{info.status.value}: {info.error}" if info.error else info.status.value
+            error = ActorError(f"the job hosting actor group {self.name} ended {why}")
+            ended = JobStatus.FAILED, error
+        changed = False
         for member in live:
-            end = None if member.index in ready else self._stored_end(member.index)
-            if end is None and ended is None and member.index not in ready:
-                end = _task_end(member.name, tasks.get(member.index))
-            if end is not None:
-                changed |= member.set_status(*end)
-            elif ended is not None:  # its job ended, not stopped by this group: it died
-                changed |= member.set_status(JobStatus.FAILED, ended)
-            else:
-                running = member.index in ready
-                changed |= member.set_status(JobStatus.RUNNING if running else JobStatus.PENDING)
+            if str(member.index) in ready:
+                changed |= member.set_status(JobStatus.RUNNING)
+                continue
+            task = tasks.get(member.index)
+            end = self._stored_end(member.index) or ended or _task_end(member.name, task)
+            changed |= member.set_status(*(end or (JobStatus.PENDING, None)))
         return changed
 
     def _stored_end(self, index: int) -> tuple[JobStatus, BaseException | None] | None:
-        """How actor ``index`` ended, from what it stored: SUCCEEDED (its shutdown_event), or
-        FAILED with the error (its constructor raised, it exited, or it failed for good)."""
+        """SUCCEEDED (its shutdown_event) or FAILED with the error, where the actor stored
+        how it ended."""
         store = self._owner.results
-        record = store.read(store.actor_path(self._wire, index)) if store is not None else None
+        record = (
+            store.read(store.task_path(self._wire, index, "actor")) if store is not None else None
+        )
         if record is None:
             return None
-        if record.kind == "failed":
-            return JobStatus.FAILED, record.cause
-        return JobStatus.SUCCEEDED, None
+        return (
+            (JobStatus.FAILED, record.cause)
+            if record.kind == "failed"
+            else (JobStatus.SUCCEEDED, None)
+        )
+
+
+def _task_end(name: str, task: Any) -> tuple[JobStatus, BaseException | None] | None:
+    """FAILED for an actor whose task has finished without storing its end: its process
+    died with no restarts left."""
+    if task is None or task.state not in TASK_FINISHED:
+        return None
+    why = task.error or f"exit code {task.exit_code}"
+    return JobStatus.FAILED, ActorDiedError(f"actor {name} died with no restarts left: {why}")
 
 
 # -- in the task ---------------------------------------------------------------------------
@@ -256,13 +220,10 @@ class _Serving:
     def namespace(self) -> types.SimpleNamespace:
         methods: dict[str, Callable[..., Any]] = {}
         for name in dir(self.instance):
-            attr = getattr(self.instance, name, None) if not name.startswith("_") else None
+            attr = None if name.startswith("_") else getattr(self.instance, name, None)
             if callable(attr):
                 methods[name] = self.wrap(attr)
         return types.SimpleNamespace(**methods)
-
-
-_EXIT_DELAY_S = 0.5  # lets the call that ended the actor send its answer
 
 
 def host_actor(
@@ -274,17 +235,11 @@ def host_actor(
     restarts: int,
     results_url: str | None,
 ) -> None:
-    """Runs one actor of a group in this task: builds it, serves it on the ``actor`` port and
-    registers its endpoint ``<job id>/<group>-<index>``; then serves until the job is stopped
-    or the actor ends itself.
-
-    ``restarts`` is the group's restart budget (-1: no limit), counted in Iris attempts (a
-    lost worker's included, as Ray counts a lost node's). The actor's end is stored in the
-    results store, where the group reads it, and the task exits 0, so the group's other
-    actors keep running: a constructor that raised, a ``SystemExit`` in a method, a
-    ``shutdown_event`` set (SUCCEEDED), a ``fail(exc)`` with no restarts left. A
-    ``fail(exc)`` with restarts left stores nothing and exits 1: Iris runs the task again.
-    """
+    """Builds one actor of a group and serves it on the ``actor`` port as the endpoint
+    ``<job id>/<group>-<index>`` until the job is stopped or the actor ends. How it ended is
+    stored for the group and the task exits 0 (the other actors go on), except after a
+    ``fail(exc)`` with restarts left (``restarts``, in Iris attempts; -1: no limit): exit 1,
+    and Iris runs the task again."""
     from iris.actor.server import ActorServer
     from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
@@ -295,7 +250,7 @@ def host_actor(
     actor_name = f"{group_name}-{index}"
     endpoint = f"{job_wire}/{actor_name}"
     store = ResultStore(results_url) if results_url else None
-    record_path = store.actor_path(job_wire, index) if store else ""
+    record_path = store.task_path(job_wire, index, "actor") if store else ""
     if store is not None and info.attempt_id == 0:
         store.remove(record_path)  # a record left by an earlier group of the same name
 
@@ -303,9 +258,7 @@ def host_actor(
         if store is not None:
             store.write(record_path, outcome)
 
-    if 0 <= restarts < info.attempt_id:
-        # Its process died (killed, a lost worker, fail()) with no restarts left: Iris ran
-        # the task once more only so that this is stored and the job goes on.
+    if 0 <= restarts < info.attempt_id:  # the attempt after the last restart
         why = f"died with no restarts left (max_restarts={restarts})"
         record(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
         print(f"[fray] actor {actor_name} {why}", flush=True)
@@ -315,7 +268,7 @@ def host_actor(
         endpoint, job_wire, info.controller_address, retries=config.max_task_retries or 0
     )
     stop = threading.Event()
-    exit_code = [0]
+    exit_code = 0
     ended: list[Callable[[], None]] = []  # set once serving has started
 
     def on_shutdown() -> None:
@@ -338,17 +291,19 @@ def host_actor(
     server.register(endpoint, serving.namespace())
     port = server.serve_background()
     registry = ctx.registry
-    address = f"http://{advertise}:{port}"
-    endpoint_id = registry.register(endpoint, address, metadata={"fray": "actor"})
+    endpoint_id = registry.register(
+        endpoint, f"http://{advertise}:{port}", metadata={"fray": "actor"}
+    )
     print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
 
     def finish(outcome: Outcome | None, code: int) -> None:
         # Takes no more calls; the call that ended it still answers before the exit.
+        nonlocal exit_code
         serving.closed = True
         if outcome is not None:
             record(outcome)  # before the endpoint goes: the group reads both
         registry.unregister(endpoint_id)
-        exit_code[0] = code
+        exit_code = code
         threading.Timer(_EXIT_DELAY_S, stop.set).start()
 
     def end_actor() -> None:
@@ -371,4 +326,4 @@ def host_actor(
     stop.wait()  # serve until the job is stopped or the actor ends
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(exit_code[0])
+    os._exit(exit_code)

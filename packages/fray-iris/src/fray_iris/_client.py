@@ -2,10 +2,8 @@
 """IrisClient: Fray jobs and actors on an Iris cluster, on the engine's hooks.
 
 Iris runs a job's attempts and both retry budgets itself, so a job is submitted whole
-(``_launch``) and its record follows what Iris reports: placing until a task runs, running,
-then the final status Iris decided (``JobRecord.end``), with Iris's counts. Nobody need ask
-for a job to end: one thread per client asks the controller about all its unfinished jobs in
-one call a round, which runs their done-callbacks (``fray.wait_all`` included).
+(``_launch``) and its record follows what Iris reports. One thread per client asks about
+all its unfinished jobs in one call a round, and so runs their callbacks.
 """
 
 from __future__ import annotations
@@ -27,11 +25,12 @@ from iris.client import IrisClient as RawIrisClient
 from iris.client.client import get_iris_ctx
 from iris.cluster.client import resolve_job_user
 from iris.cluster.client.job_info import get_job_info
+from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName
 from iris.rpc import controller_pb2, job_pb2
 from iris.rpc.controller_connect import ControllerServiceClientSync
 
-from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, current_job_id
+from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend import BaseClient, BaseJobHandle, ClientSpec, JobRecord, Outcome, Phase
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import (
@@ -42,10 +41,9 @@ from fray.errors import (
     JobNotFoundError,
 )
 from fray_iris import _convert as convert
-from fray_iris._actors import IrisActorGroup, actor_job
+from fray_iris._actors import IrisActorGroup, actor_job, host_actor
 from fray_iris._convert import job_status, line, translate_errors
-from fray_iris._results import ResultStore, default_local_results_url
-from fray_iris._task import is_loopback, serving_hosts
+from fray_iris._task import ResultStore, default_local_results_url, is_loopback, serving_hosts
 from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
@@ -62,12 +60,10 @@ _NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has l
 
 
 def probe(address: str) -> None:
-    """Asks the controller one question with a 5 s deadline and no retries (Iris retries
-    a controller that is down for up to 30 minutes).
+    """Asks the controller one question within 5 s, without Iris's 30 minutes of retries.
 
     Raises:
-        FrayError: ``cannot reach the Iris controller at ...: <why>``: refused, a name that
-            does not resolve, or no answer within 5 s. Any answer, an error too, will do.
+        FrayError: ``cannot reach the Iris controller at ...: <why>``.
     """
     stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
     try:
@@ -81,10 +77,8 @@ def probe(address: str) -> None:
 
 
 class Tracked:
-    """What the record of an Iris job keeps (``JobRecord.data``), and the lines it has seen,
-    in the order first seen: each fetch returns every line so far, and a line is new only
-    where its key occurs more often than before, so a follow never repeats a line, and a
-    child's line that arrives late is added, not lost."""
+    """The record's ``data`` once Iris has the job, and the lines seen in the order first
+    seen (Iris returns every line so far on each fetch; a child's late line is added)."""
 
     __slots__ = ("detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
 
@@ -125,8 +119,8 @@ class IrisJobHandle(BaseJobHandle):
         raise_on_failure: bool = True,
         stream_logs: bool = False,
     ) -> JobStatus:
-        """Blocks until the job is finished; see ``fray.JobHandle.wait``. With
-        ``stream_logs``, the job's lines (its children's too) are printed as they come."""
+        """See ``fray.JobHandle.wait``; ``stream_logs`` prints the job's lines (its children's
+        too) as they come."""
         if stream_logs:
             lines = self.logs(follow=True, include_children=True)
             threading.Thread(target=_print_all, args=(lines,), daemon=True).start()
@@ -155,8 +149,7 @@ class IrisClient(BaseClient):
         bundle_id: An uploaded workspace bundle to run jobs from.
 
     Raises:
-        FrayError: ``cannot reach the Iris controller at ...``: the controller refused the
-            connection, its name did not resolve, or it did not answer within 5 s.
+        FrayError: ``cannot reach the Iris controller at ...`` (within 5 s).
     """
 
     scheme = "iris"
@@ -192,10 +185,11 @@ class IrisClient(BaseClient):
             )
         self._reopen: Callable[[], RawIrisClient] | None = None
         self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if inside else None
-        if address is not None and iris_client is None:
-            self.address = address.strip()
-            if "://" not in self.address:
-                self.address = f"http://{self.address}"
+        if iris_client is not None:
+            self.address = line.controller_address(iris_client) or self.address
+        elif address is not None:
+            address = address.strip()
+            self.address = address if "://" in address else f"http://{address}"
             if not inside or workspace is not None or bundle_id is not None:
                 probe(self.address)
                 ws = Path(workspace) if workspace is not None else None
@@ -209,7 +203,7 @@ class IrisClient(BaseClient):
         )
         self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
         url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
-        if url is None and iris_client is None and is_loopback(self.address):
+        if url is None and is_loopback(self.address):
             url = default_local_results_url()
         self.results = ResultStore(url) if url else None
         self._groups: list[IrisActorGroup] = []
@@ -243,8 +237,8 @@ class IrisClient(BaseClient):
     def __repr__(self) -> str:
         return f"IrisClient({self.address!r}, jobs={len(self._jobs)})"
 
-    def _asking(self, action: str, job: JobRecord | None = None) -> Any:
-        job_id = job.job_id if job is not None else None
+    def _asking(self, action: str, job: JobRecord | str | None = None) -> Any:
+        job_id = job.job_id if isinstance(job, JobRecord) else job
         return translate_errors(action, job_id=job_id, address=self.address)
 
     # -- submitting --------------------------------------------------------------------------
@@ -254,27 +248,25 @@ class IrisClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
             )
-        entry = convert.to_iris_entrypoint(request, self.results_url)
-        return entry, convert.to_iris_request(request).kwargs()
+        entry, ports = request.entrypoint, None
+        if entry.callable is host_actor:  # an actor group's job: each task serves its actor
+            iris_entry, ports = IrisEntrypoint.from_callable(host_actor, *entry.args), ["actor"]
+        else:
+            iris_entry = convert.to_iris_entrypoint(request, self.results_url)
+        return iris_entry, convert.to_iris_request(request), ports
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
         return f"{parent_id}/{name}" if parent_id else name
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+        entry, kwargs, ports = job.data
         policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
         if adopt_existing:  # a running job of the same name is this job
             policy = job_pb2.EXISTING_JOB_POLICY_KEEP
-        entry, kwargs = job.data
-        self._submit(job, entry, kwargs, policy)
-
-    def _submit(
-        self, job: JobRecord, entry: Any, kwargs: Any, policy: Any, ports: Any = None
-    ) -> None:
-        name = job.name
         try:
-            with translate_errors(f"submit {name}", job_id=name, address=self.address):
+            with self._asking(f"submit {job.name}", job):
                 submitted = self.iris.submit(
-                    entry, name, ports=ports, existing_job_policy=policy, **kwargs
+                    entry, job.name, ports=ports, existing_job_policy=policy, **kwargs
                 )
         except FrayError as err:
             with self._lock:
@@ -285,7 +277,7 @@ class IrisClient(BaseClient):
                 existing = None
                 with contextlib.suppress(FrayError):
                     existing = self.get_job(job.job_id)
-                raise JobAlreadyExistsError(name, existing) from err
+                raise JobAlreadyExistsError(job.name, existing) from err
             raise
         job.data = Tracked(submitted.job_id)
         job.begin()
@@ -301,10 +293,10 @@ class IrisClient(BaseClient):
         if job.is_done or not isinstance(data, Tracked):
             return None
         with self._asking(f"status of {job.job_id}", job):
-            found = line.states(self.iris, [data.wire])
-        if data.wire.to_wire() not in found:
+            state = line.states(self.iris, [data.wire]).get(data.wire.to_wire())
+        if state is None:
             raise JobNotFoundError(job.job_id)
-        self._apply(job, found[data.wire.to_wire()])
+        self._apply(job, state)
         return POLL_MAX_S  # the watcher sees the end sooner, and wakes the waiters
 
     def _apply(self, job: JobRecord, state: str) -> bool:
@@ -319,17 +311,15 @@ class IrisClient(BaseClient):
         return False
 
     def _finish(self, job: JobRecord) -> None:
-        """Records the end Iris reports: its counts, then the final status. A job this
-        client stopped ends once every job below it has stopped too."""
+        """Records the end Iris reports; a job stopped here ends once its children have."""
         wire = job.data.wire
         with self._asking(f"status of {job.job_id}", job):
             view = line.status(self.iris, wire)
             if view.state not in FINISHED:
                 return
             if job.phase is Phase.STOPPING:
-                live = [
-                    v for v in line.jobs(self.iris, wire.to_wire() + "/") if v.state not in FINISHED
-                ]
+                below = line.jobs(self.iris, wire.to_wire() + "/")
+                live = [v for v in below if v.state not in FINISHED]
                 for child in live:  # Iris stops them itself; make sure of it
                     line.terminate(self.iris, JobName.from_wire(child.job_id))
                 if live:
@@ -482,8 +472,8 @@ class IrisClient(BaseClient):
         return data.merge(include_children, lines)
 
     def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
-        """The job's lines (``[i] `` before each when it has several replicas) and, if
-        asked, its descendants' (``[<child id>] `` before each), with their keys."""
+        """The job's lines (``[i] `` first with several replicas) and, if asked, its
+        descendants' (``[<child id>] `` first), with their keys."""
         out: list[Any] = []
         wire = job.data.wire.to_wire()
         for entry in entries:
@@ -512,7 +502,7 @@ class IrisClient(BaseClient):
             wire = JobName.from_wire(job_id if job_id.startswith("/") else f"/{self.user}/{job_id}")
         except ValueError:
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
-        with translate_errors(f"status of {job_id}", job_id=job_id, address=self.address):
+        with self._asking(f"status of {job_id}", job_id):
             view = line.status(self.iris, wire)
         fray_id, parent = fray_job_id(view.job_id), view.parent
         parent_id = fray_job_id(parent) if parent else None
@@ -553,39 +543,23 @@ class IrisClient(BaseClient):
         actor_config: ActorConfig | None,
         single: bool,
     ) -> IrisActorGroup:
-        """``count`` actors named ``{name}-{i}``: one Iris job with ``count`` replicas, each
-        serving its actor on the ``actor`` port; returns without waiting."""
         del single
         convert.ship_code_by_value(actor_class)
         config = actor_config or ActorConfig()
         resources = resources or ResourceConfig()
-        request, entry = actor_job(actor_class, args, kwargs, name, count, resources, config, self)
-        parent = current_job_id()
-        job = JobRecord(self, self._job_id(name, parent), request, parent=parent)
-        with self._lock:
-            self._check_open()
-            self._remember(job)
-        policy, kwargs = (
-            job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED,
-            convert.to_iris_request(request).kwargs(),
-        )
+        request = actor_job(actor_class, args, kwargs, name, count, resources, config, self)
         try:
-            self._submit(job, entry, kwargs, policy, ports=["actor"])
+            job = self.submit(request, adopt_existing=False)
         except JobAlreadyExistsError as err:
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
             ) from err
-        group = IrisActorGroup(self, name, count, IrisJobHandle(job), config)
+        group = IrisActorGroup(self, name, count, job, config)
         with self._lock:
             self._groups.append(group)
         return group
 
     def _hosting_address(self) -> str:
-        """This task's address for hosted actors' servers.
-
-        Raises:
-            InvalidRequestError: Not inside an Iris job.
-        """
         info = get_job_info()
         if info is None:
             raise InvalidRequestError(
@@ -597,8 +571,7 @@ class IrisClient(BaseClient):
         return serving_hosts(info)[1]
 
     def _announce_hosted(self, handle: Any) -> Callable[[], None]:
-        """Registers the Iris endpoint ``<job id>/<name>-0`` for a hosted actor while it
-        serves (the address only: calls need the handle, which holds the secret)."""
+        """Registers the endpoint ``<job id>/<name>-0`` (calls need the handle's secret)."""
         ctx = get_iris_ctx()
         assert ctx is not None and ctx.job_id is not None  # _hosting_address checked it
         endpoint = f"{ctx.job_id.to_wire()}/{handle.name}-0"
@@ -616,8 +589,7 @@ class IrisClient(BaseClient):
         return withdraw
 
     def _shutdown(self, wait: bool) -> None:
-        """Shuts the actor groups down (their jobs have stopped) and closes the connection
-        this client opened; handles keep working (they reconnect to read status)."""
+        """Shuts the actor groups down and closes the connection this client opened."""
         del wait
         with self._lock:
             groups, self._groups = self._groups, []
@@ -630,7 +602,7 @@ class IrisClient(BaseClient):
 
 
 def _attempts(view: JobView) -> int:
-    """Attempts that started, from the job's counts (Iris's tasks say it more exactly)."""
+    """Attempts that started, from the job's counts (its tasks say it more exactly)."""
     started = view.started_at is not None
     ended = view.failures + view.preemptions
     return max(ended + (started and job_status(view.state) is not JobStatus.FAILED), started)
@@ -651,7 +623,6 @@ def _reason(view: JobView) -> str | None:
 
 
 def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
-    """``JobInfo`` of a job in a listing."""
     status = job_status(view.state)
     return JobInfo(
         job_id=fray_job_id(view.job_id),

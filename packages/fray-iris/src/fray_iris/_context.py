@@ -11,32 +11,25 @@ from typing import Any
 
 def detect() -> tuple[str, str, Any, str] | None:
     """``(key, scheme, build, why)`` for the client of the Iris context here, or ``None``."""
-    inside_job = bool(os.environ.get("IRIS_CONTROLLER_ADDRESS") and os.environ.get("IRIS_TASK_ID"))
+    if os.environ.get("IRIS_CONTROLLER_ADDRESS") and os.environ.get("IRIS_TASK_ID"):
+        return "iris:context", "iris", _inside_job, "running inside an Iris job"
     module = sys.modules.get("iris.client.client")
-    if module is not None and not inside_job:  # inside a job, the job's own context is used
-        get_context = getattr(module, "get_iris_ctx", None)
-        raw = getattr(get_context() if callable(get_context) else None, "client", None)
-        if raw is not None:
+    get_context = getattr(module, "get_iris_ctx", None)
+    raw = getattr(get_context() if callable(get_context) else None, "client", None)
+    if raw is None:
+        return None
 
-            def wrap() -> Any:
-                from fray_iris import FrayIrisClient
+    def wrap() -> Any:
+        from fray_iris import FrayIrisClient
 
-                return FrayIrisClient.from_iris_client(raw)
+        return FrayIrisClient.from_iris_client(raw)
 
-            # One client per wrapped Iris client: the cached client keeps it alive, so its id
-            # cannot be reused while it is cached.
-            return (
-                f"iris:scope:{id(raw)}",
-                "iris",
-                wrap,
-                "an Iris context set with iris_ctx_scope()",
-            )
-    if inside_job:
+    # One client per wrapped Iris client: the cached client keeps it alive, so its id cannot
+    # be reused while it is cached.
+    return f"iris:scope:{id(raw)}", "iris", wrap, "an Iris context set with iris_ctx_scope()"
 
-        def build() -> Any:
-            from fray_iris import IrisClient
 
-            return IrisClient()
+def _inside_job() -> Any:
+    from fray_iris import IrisClient  # the job's own Iris context
 
-        return "iris:context", "iris", build, "running inside an Iris job"
-    return None
+    return IrisClient()

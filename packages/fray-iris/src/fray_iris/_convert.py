@@ -1,15 +1,12 @@
 # pyright: standard
 """Every conversion between Fray's types and Iris's: requests to ``IrisClient.submit``'s
-arguments, Iris states to Fray statuses, Iris errors to Fray errors.
-
-``line`` is the adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11,
-``_iris_0_2_227`` on 3.12 and 3.13): the one place that tells them apart.
+arguments, Iris states to Fray statuses, Iris errors to Fray errors. ``line`` is the adapter
+of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11, ``_iris_0_2_227`` after).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib.metadata
 import os
 import shlex
@@ -21,7 +18,6 @@ from typing import Any
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.client import JobAlreadyExists as IrisJobAlreadyExists
-from iris.client import JobFailedError as IrisJobFailedError
 from iris.cluster import constraints as ic
 from iris.cluster.constraints import Constraint
 from iris.cluster.types import CoschedulingConfig, ResourceSpec, gpu_device, tpu_device
@@ -39,14 +35,7 @@ from fray import (
     TpuConfig,
 )
 from fray.backend import capabilities_of
-from fray.errors import (
-    FrayError,
-    InvalidRequestError,
-    JobAlreadyExistsError,
-    JobFailedError,
-    JobNotFoundError,
-    JobTimeoutError,
-)
+from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
 from fray_iris._task import run_callable
 
 IRIS_VERSION = importlib.metadata.version("marin-iris")
@@ -56,8 +45,7 @@ else:
     from fray_iris import _iris_0_2_20 as line
 
 
-IRIS = capabilities_of("iris")
-"""What Iris refuses in a request (fray-core declares each backend's table once)."""
+IRIS = capabilities_of("iris")  # what Iris refuses in a request
 
 NEWER = "marin-iris 0.2.227 (Python >= 3.12)"
 
@@ -75,9 +63,8 @@ PRIORITY_BANDS = {
 
 
 def job_status(state: Any) -> JobStatus:
-    """Fray's status for an Iris job state (its lower-case name, or whatever the installed
-    line reports: a ``job_pb2.JobState`` number, 0.2.227's ``JobState``); pending, building
-    and unknown states are PENDING."""
+    """Fray's status for an Iris job state (its lower-case name, a ``job_pb2.JobState``
+    number, or 0.2.227's ``JobState``); pending, building and unknown states are PENDING."""
     name = state if isinstance(state, str) else line.state_name(state)
     return _STATES.get(name.lower(), JobStatus.PENDING)
 
@@ -119,10 +106,11 @@ def to_constraints(resources: ResourceConfig) -> list[Constraint]:
     return constraints
 
 
-def _newer(field: str, value: Any, found: Any) -> Any:
-    if found is None:
+def _newer(field: str, value: Any, found: Any, allowed: str = "its default") -> Any:
+    """``found``, where the installed line has it; else refuses ``value`` of ``field``."""
+    if not found:
         raise InvalidRequestError.for_field(
-            field, value, f"its default with marin-iris {IRIS_VERSION}: this needs {NEWER}"
+            field, value, f"{allowed} with marin-iris {IRIS_VERSION}: this needs {NEWER}"
         )
     return found
 
@@ -148,71 +136,38 @@ def to_coscheduling(resources: ResourceConfig, replicas: int = 1) -> Coschedulin
 
 
 def to_environment(environment: EnvironmentConfig | None, env: dict[str, str]) -> Any:
-    """Iris's environment: ``env`` as the env vars, and the pip packages, extras, secrets
-    and setup of ``environment`` (none when it is ``None``)."""
+    """Iris's environment: ``env`` as the env vars, the rest from ``environment``."""
     config = environment or EnvironmentConfig()
     pip, extras = list(config.pip_packages) or None, list(config.extras) or None
     return line.environment(pip, env, extras, config)
 
 
 def to_container_profile(resources: ResourceConfig) -> int:
-    """The Iris ``ContainerProfile`` number for ``resources.container_profile``; 0 for
-    ``None``."""
-    profile = resources.container_profile
+    """The Iris ``ContainerProfile`` number for ``resources.container_profile`` (0: none)."""
+    profile, field = resources.container_profile, "ResourceConfig.container_profile"
     if profile is None:
         return 0
-    number = line.CONTAINER_PROFILES.get(profile)
-    if number is None:
-        allowed = f"one of Iris's profiles: {', '.join(sorted(line.CONTAINER_PROFILES))}"
-        if not line.CONTAINER_PROFILES:
-            allowed = f"only None with marin-iris {IRIS_VERSION}: container profiles need {NEWER}"
-        raise InvalidRequestError.for_field("ResourceConfig.container_profile", profile, allowed)
-    return number
+    profiles = _newer(field, profile, line.CONTAINER_PROFILES, "only None")
+    if profile not in profiles:
+        allowed = f"one of Iris's profiles: {', '.join(sorted(profiles))}"
+        raise InvalidRequestError.for_field(field, profile, allowed)
+    return profiles[profile]
 
 
-@dataclasses.dataclass(frozen=True)
-class IrisRequest:
-    """The keyword arguments of ``iris.client.IrisClient.submit`` for one Fray request."""
-
-    resources: ResourceSpec
-    environment: Any
-    constraints: list[Constraint]
-    coscheduling: CoschedulingConfig | None
-    replicas: int
-    max_retries_failure: int
-    max_retries_preemption: int
-    task_image: str | None
-    max_task_failures: int | None = None
-    priority_band: int = 0
-    timeout: Duration | None = None
-    scheduling_timeout: Duration | None = None
-    container_profile: int = 0
-
-    def kwargs(self) -> dict[str, Any]:
-        """As keyword arguments for ``submit`` (only what this Iris line accepts)."""
-        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        optional = ("max_task_failures", "priority_band", "timeout", "scheduling_timeout")
-        for name in (*optional, "container_profile"):
-            if kwargs[name] is None or (name != "max_task_failures" and not kwargs[name]):
-                del kwargs[name]
-        return kwargs
-
-
-def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = None) -> IrisRequest:
-    """Everything but the entrypoint and the name. What :data:`IRIS` (Iris's capability
-    table) refuses is refused first, then what the installed line cannot express."""
+def to_iris_request(request: JobRequest) -> dict[str, Any]:
+    """``iris.client.IrisClient.submit``'s keyword arguments but the entrypoint and the name
+    (only what this line takes). What :data:`IRIS` refuses is refused first, then what the
+    installed line cannot express."""
     IRIS.check(request)
     resources, environment = request.resources, request.environment
-    env = request.env_vars
-    env.update(extra_env or {})
     if request.priority and request.priority not in PRIORITY_BANDS:
         bands = ", ".join(f"{n} ({name})" for n, name in sorted(PRIORITY_BANDS.items()))
         raise InvalidRequestError.for_field(
             "priority", request.priority, f"one of Iris's bands: {bands}"
         )
-    return IrisRequest(
+    kwargs = dict(
         resources=to_resource_spec(resources),
-        environment=to_environment(environment, env),
+        environment=to_environment(environment, request.env_vars),
         constraints=to_constraints(resources),
         coscheduling=to_coscheduling(resources),
         replicas=request.replica_count,
@@ -220,28 +175,21 @@ def to_iris_request(request: JobRequest, *, extra_env: dict[str, str] | None = N
         max_retries_preemption=request.max_retries_preemption,
         task_image=(environment.docker_image if environment else None) or resources.image,
         max_task_failures=to_task_failure_budget(request),
-        priority_band=request.priority,
+        priority_band=request.priority or None,
         timeout=_duration(request.timeout),
         scheduling_timeout=_duration(request.scheduling_timeout),
-        container_profile=to_container_profile(resources),
+        container_profile=to_container_profile(resources) or None,
     )
+    return {name: value for name, value in kwargs.items() if value is not None}
 
 
 def to_task_failure_budget(request: JobRequest) -> int | None:
-    """Iris's job-wide ``max_task_failures``, where the installed line takes it.
-
-    Iris 0.2.227 fails a job once its failed attempts, summed over every task, exceed it
-    (default 0: the first failure), whatever each task's ``max_retries_failure``. Where
-    Fray's ``max_task_failures`` is 0 (no job-wide limit), Fray asks for ``replicas ×
-    max_retries_failure``: every replica may use all its own retries, as on 0.2.20.
-    """
+    """Iris's job-wide ``max_task_failures`` (0.2.227 fails a job once its failed attempts
+    exceed it); Fray's 0 asks for ``replicas × max_retries_failure``, as on 0.2.20."""
     if not line.FAILURE_BUDGET:
-        if request.max_task_failures:
-            raise InvalidRequestError.for_field(
-                "max_task_failures",
-                request.max_task_failures,
-                f"only 0 with marin-iris {IRIS_VERSION}: the job-wide failure budget needs {NEWER}",
-            )
+        _newer(
+            "max_task_failures", request.max_task_failures, not request.max_task_failures, "only 0"
+        )
         return None
     return request.max_task_failures or request.replica_count * request.max_retries_failure
 
@@ -251,9 +199,8 @@ def _duration(seconds: float | None) -> Duration | None:
 
 
 def ship_code_by_value(obj: Any) -> None:
-    """Pickles the module defining ``obj`` by value when tasks could not import it: the same
-    rule raw Iris applies to the callable it is given (``__main__``, modules outside a
-    package, and test folders), so Fray runs the same code raw Iris would."""
+    """Pickles the module defining ``obj`` by value where raw Iris would for the callable it
+    is given: ``__main__``, modules outside a package, and test folders."""
     import cloudpickle
 
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
@@ -280,10 +227,9 @@ def to_iris_entrypoint(request: JobRequest, results_url: str | None) -> IrisEntr
 
 
 def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
-    """A local Iris worker rewrites every argument that starts with a container mount path
-    (``/tmp`` becomes the task's private temp dir). A program that really lives under
-    ``/tmp`` here (a checkout or venv there) then runs through ``/bin/sh -c "exec ..."``,
-    whose one argument starts with ``exec`` and is left alone."""
+    """A local Iris worker rewrites every argument that starts with a mount path (``/tmp``
+    becomes the task's temp dir): a program really under ``/tmp`` here runs through
+    ``/bin/sh -c "exec ..."``, whose argument is left alone."""
     argv = list(argv)
     if any(arg.startswith("/tmp/") and os.path.exists(arg) for arg in argv):
         return ["/bin/sh", "-c", "exec " + shlex.join(argv)]
@@ -291,9 +237,9 @@ def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def never_sent(err: ConnectError) -> bool:
-    """Whether an RPC failed before its request left: no connection could be made (refused,
-    unresolvable). Any other failure (the connection closed or was reset after the request
-    was sent, as when the server's process is killed mid-call) may have reached the server."""
+    """Whether an RPC failed before its request left (refused, unresolvable); any other
+    failure (a connection reset after sending: the server killed mid-call) may have reached
+    the server."""
     if err.code is not Code.UNAVAILABLE:
         return False
     cause = err.__cause__
@@ -327,7 +273,7 @@ _INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}
 def translate_errors(
     what: str, *, job_id: str | None = None, address: str | None = None
 ) -> Iterator[None]:
-    """Turns Iris and Connect exceptions raised inside the block into Fray's errors."""
+    """Turns Iris's and Connect's exceptions raised inside the block into Fray's errors."""
     try:
         yield
     except FrayError:
@@ -357,9 +303,5 @@ def translate_errors(
         raise FrayError(text) from err
     except IrisJobAlreadyExists as err:
         raise JobAlreadyExistsError(job_id or what) from err
-    except IrisJobFailedError as err:
-        raise JobFailedError(str(err.job_id), JobStatus.FAILED, str(err)) from err
-    except TimeoutError as err:
-        raise JobTimeoutError(f"{what}: {err}") from err
     except ValueError as err:
         raise InvalidRequestError(f"{what}: {err}", field=what, allowed=str(err)) from err

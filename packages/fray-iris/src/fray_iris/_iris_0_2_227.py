@@ -1,16 +1,15 @@
 # pyright: standard, reportMissingImports=false, reportAttributeAccessIssue=false, reportCallIssue=false
 # (pyright runs in the Python 3.11 environment, where marin-iris is 0.2.20.)
 """The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today), through
-its public ``IrisClient`` and ``Job`` objects.
+its public ``IrisClient`` and ``Job`` objects; the functions ``_views`` lists.
 
-Private name used (nothing public does the same): ``IrisClient._cluster_client``, for the
-state of many jobs in one call (``get_job_states``: the done-watcher's one question a
-round; the public ``job_state`` asks about one job).
+Private names (nothing public does the same): ``IrisClient._cluster_client``, for many jobs'
+states in one call (``get_job_states``: the watcher's one question a round; the public
+``job_state`` asks about one job), and its ``_address`` (the controller of a wrapped client).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from iris.client import IrisClient
@@ -21,7 +20,7 @@ from iris.rpc import job_pb2
 from rigging.secrets import SecretBehavior
 
 from fray.errors import InvalidRequestError
-from fray_iris._views import JobView, LogLine, TaskView, parent_of
+from fray_iris._views import JobView, LogLine, TaskView
 
 VERSION = "0.2.227"
 FAILURE_BUDGET = True  # submit(max_task_failures=): failed attempts of the whole job
@@ -30,31 +29,16 @@ CLUSTER_KEY: str | None = CLUSTER_CONSTRAINT_KEY
 # The actor server's error_type for an unknown method or actor ("unavailable" means an actor
 # not registered yet, which a retry may find).
 ACTOR_NOT_FOUND = frozenset({"not_found"})
-
-
-def any_region() -> Any:
-    """The ANY region: run anywhere, not in the parent job's region."""
-    return any_region_constraint()
-
-
-def newer_module(name: str, what: str) -> Any:
-    """Imports the Iris module ``name`` (it is there on this line)."""
-    del what
-    return importlib.import_module(name)
-
-
-def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
-    """The topology level Iris coschedules a GPU gang on, by GPU type (NVLink racks for
-    GB200/GB300, the InfiniBand leaf group otherwise)."""
-    return gpu_gang_coscheduling_level(variant, count, replicas)
+any_region = any_region_constraint  # anywhere, not in the parent job's region
+gpu_gang_level = gpu_gang_coscheduling_level  # NVLink racks for GB200/GB300, else leaf group
 
 
 def environment(
     pip_packages: list[str] | None, env_vars: dict[str, str], extras: list[str] | None, config: Any
 ) -> EnvironmentSpec:
-    """Iris's environment, with the secrets (delivered as files), how they combine with the
-    submitter's (``inherit`` or ``isolate``), the setup scripts (``None``: Iris's default
-    uv sync, ``[]``: none) and the packages that sync covers."""
+    """With the secrets (delivered as files), how they combine with the submitter's
+    (``inherit`` or ``isolate``), the setup scripts (``None``: Iris's default uv sync, ``[]``:
+    none) and the packages that sync covers."""
     behavior = getattr(config, "secret_behavior", None) or SecretBehavior.INHERIT
     try:
         behavior = SecretBehavior(str(getattr(behavior, "value", behavior)))
@@ -75,8 +59,7 @@ def environment(
 
 
 def state_name(state: Any) -> str:
-    """Iris's name of a job state (``JobState`` or a ``job_pb2.JobState`` number), in lower
-    case."""
+    """Of a ``JobState`` or a ``job_pb2.JobState`` number."""
     if isinstance(state, int):
         return job_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()
     return str(state.value)
@@ -99,22 +82,18 @@ def _view(s: Any) -> JobView:
         _seconds(s.finished_at),
         s.pending_reason,
         s.task_count,
-        parent_of(s.job_id.to_wire()),
     )
 
 
 def states(raw: IrisClient, wires: list[JobName]) -> dict[str, str]:
-    """The state of each job, by wire id, in one call (unknown jobs are left out)."""
     return {k: state_name(v) for k, v in raw._cluster_client.get_job_states(wires).items()}
 
 
 def status(raw: IrisClient, wire: JobName) -> JobView:
-    """The job's status."""
     return _view(raw.job(wire).status())
 
 
 def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
-    """The job's tasks."""
     found: list[TaskView] = []
     for t in raw.list_tasks(wire):
         state = t.state.value
@@ -125,29 +104,30 @@ def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
 
 
 def jobs(raw: IrisClient, prefix: str) -> list[JobView]:
-    """Every job whose wire id starts with ``prefix``."""
     return [_view(s) for s in raw.list_jobs(prefix=prefix)]
 
 
 def terminate(raw: IrisClient, wire: JobName) -> None:
-    """Stops the job and its descendants."""
     raw.job(wire).cancel()
 
 
 def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False) -> list[LogLine]:
-    """The output of the job and its descendants, oldest first; with ``tail``, the last
-    ``max_lines`` lines."""
     entries = raw.job(wire).logs(max_lines=max_lines, tail=tail)
     return [LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data) for e in entries]
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:
-    """Names of the endpoints that start with ``prefix``."""
     return [e.name for e in raw.list_endpoints(prefix)]
 
 
 def endpoint(raw: IrisClient, wire: JobName, name: str) -> str | None:
-    """The address of the endpoint named ``name`` (absolute) of job ``wire``, if any."""
     del wire
     found = raw.list_endpoint_instances(name)
     return found[0].address if found else None
+
+
+def controller_address(raw: Any) -> str | None:
+    try:
+        return str(raw._cluster_client._address)
+    except AttributeError:  # not a remote client
+        return None

@@ -1,12 +1,11 @@
 # pyright: standard
-"""The predecessor's ``fray.iris_backend`` names, as shapes over fray-iris's own: the
-client built its way (``FrayIrisClient``) and the helpers its users call to build Iris
-requests themselves and submit them through raw Iris. Each helper takes the arguments
-callers of either predecessor line pass and converts with ``_convert`` (what only marin-iris
-0.2.227 has raises an error naming it on 0.2.20). Nothing here is on Fray's submit path."""
+"""The predecessor's ``fray.iris_backend`` names over fray-iris's own: its client
+(``FrayIrisClient``) and the helpers its users call to build requests for raw Iris, taking
+what callers of either predecessor line pass. Not on Fray's submit path."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from pathlib import Path
@@ -25,11 +24,12 @@ from fray import (
     ResourceConfig,
     TpuConfig,
 )
-from fray.errors import InvalidRequestError
+from fray.errors import BackendUnavailableError, InvalidRequestError
 from fray_iris._client import IrisClient
 from fray_iris._convert import (
+    IRIS_VERSION,
+    NEWER,
     job_status,
-    line,
     to_constraints,
     to_container_profile,
     to_coscheduling,
@@ -45,13 +45,7 @@ _NSYS_TASKS = re.compile(r"first|all|\d+(,\d+)*")
 
 
 class FrayIrisClient(IrisClient):
-    """An :class:`~fray_iris.IrisClient` built the predecessor's way.
-
-    Args:
-        controller_address: The controller, ``host:port`` or ``http://host:port``.
-        workspace: A project folder shipped to the workers with each job.
-        bundle_id: An already uploaded workspace bundle to run jobs from.
-    """
+    """An :class:`~fray_iris.IrisClient` built the predecessor's way (same arguments)."""
 
     def __init__(
         self,
@@ -63,28 +57,25 @@ class FrayIrisClient(IrisClient):
 
     @staticmethod
     def from_iris_client(iris_client: Any) -> FrayIrisClient:
-        """Wraps an existing ``iris.client.IrisClient`` (not shut down with this client).
-        Nothing is asked of it until the first job or actor."""
+        """Wraps an existing ``iris.client.IrisClient`` (not shut down with this client)."""
         client = FrayIrisClient.__new__(FrayIrisClient)
         IrisClient.__init__(client, iris_client=iris_client)
         return client
 
 
-# The predecessor's names for fray-iris's own conversions (same arguments, same results).
+# The predecessor's names for fray-iris's own conversions.
 convert_resources = to_resource_spec
 convert_constraints = to_constraints
 convert_container_profile = to_container_profile
 
 
 def map_iris_job_state(iris_state: Any) -> JobStatus:
-    """Fray's status for an Iris job state as either line reports it (a ``job_pb2`` number,
-    or 0.2.227's ``JobState``)."""
+    """Fray's status for an Iris job state (a ``job_pb2`` number, or 0.2.227's ``JobState``)."""
     return job_status(iris_state)
 
 
 def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
-    """Iris's entrypoint for raw Iris: the callable as it is (without Fray's task wrapper,
-    which stores return values), or the command."""
+    """Iris's entrypoint: the callable as it is (without Fray's task wrapper), or the command."""
     call = entrypoint.callable_entrypoint
     if call is not None:
         return IrisEntrypoint.from_callable(call.callable, *call.args, **call.kwargs)
@@ -95,9 +86,8 @@ def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
 def convert_environment(
     env: EnvironmentConfig | None, device: DeviceConfig | None = None
 ) -> EnvironmentSpec | None:
-    """Iris's ``EnvironmentSpec``: ``env``'s variables over the device's defaults, its
-    packages, extras, secrets and setup; ``None`` when there is neither an environment nor
-    a device variable (Iris's defaults then apply)."""
+    """Iris's ``EnvironmentSpec``: ``env`` over the device's default variables; ``None`` when
+    there is neither an environment nor a device variable."""
     env_vars = dict(device.default_env_vars()) if device is not None else {}
     if env is not None:
         env_vars.update(env.env_vars)
@@ -108,12 +98,7 @@ def convert_environment(
 
 def resolve_coscheduling(resources: ResourceConfig | DeviceConfig, replicas: int) -> Any:
     """How Iris places the ``replicas`` tasks of one job together, or ``None``; takes a
-    ``ResourceConfig`` (0.2.227) or its device alone (0.2.20).
-
-    Raises:
-        InvalidRequestError: ``resources`` is neither; GPU alternatives that Iris places on
-            different topology levels.
-    """
+    ``ResourceConfig`` (0.2.227) or its device alone (0.2.20)."""
     if not isinstance(resources, ResourceConfig):
         if not isinstance(resources, CpuConfig | GpuConfig | TpuConfig):
             raise InvalidRequestError.for_field(
@@ -124,13 +109,8 @@ def resolve_coscheduling(resources: ResourceConfig | DeviceConfig, replicas: int
 
 
 def wrap_nsys(entrypoint: IrisEntrypoint) -> IrisEntrypoint:
-    """``entrypoint`` under Nsight Systems (``iris.hooks.nsys_main``) when
-    ``IRIS_NSYS_TASKS`` is set, else ``entrypoint`` itself.
-
-    Raises:
-        InvalidRequestError: the variable is not ``first``, ``all`` or indices like ``0,3``.
-        BackendUnavailableError: the variable is set and marin-iris is 0.2.20.
-    """
+    """``entrypoint`` under Nsight Systems (``iris.hooks.nsys_main``, marin-iris 0.2.227)
+    when ``IRIS_NSYS_TASKS`` is set, else ``entrypoint`` itself."""
     tasks = os.environ.get(NSYS_TASKS_ENV)
     if not tasks:
         return entrypoint
@@ -138,7 +118,7 @@ def wrap_nsys(entrypoint: IrisEntrypoint) -> IrisEntrypoint:
         raise InvalidRequestError.for_field(
             NSYS_TASKS_ENV, tasks, "first, all, or task indices separated by commas (0,3)"
         )
-    line.newer_module("iris.hooks.nsys_main", f"{NSYS_TASKS_ENV} (Nsight profiling)")
+    _newer_module("iris.hooks.nsys_main", f"{NSYS_TASKS_ENV} (Nsight profiling)")
     hook = ["$IRIS_PYTHON", "-m", "iris.hooks.nsys_main", "--tasks", tasks, "--"]
     command = list(entrypoint.command)
     if len(command) == 3 and command[:2] == ["bash", "-c"]:  # a callable's bash script
@@ -150,16 +130,10 @@ def wrap_nsys(entrypoint: IrisEntrypoint) -> IrisEntrypoint:
 def wrap_multiprocess(
     entrypoint: IrisEntrypoint, resources: ResourceSpec | ResourceConfig, processes_per_task: int
 ) -> IrisEntrypoint:
-    """``entrypoint`` under Iris's multi-GPU supervisor (``iris.jax.multigpu``), which runs
-    ``processes_per_task`` processes per task, each with its share of the task's GPUs.
-
-    Raises:
-        InvalidRequestError: ``processes_per_task`` does not divide the GPU count, or the
-            resources have no GPU.
-        BackendUnavailableError: marin-iris is 0.2.20.
-    """
+    """``entrypoint`` under Iris's multi-GPU supervisor (``iris.jax.multigpu``, marin-iris
+    0.2.227): ``processes_per_task`` processes per task, each with its share of the GPUs."""
     spec = to_resource_spec(resources) if isinstance(resources, ResourceConfig) else resources
-    multigpu = line.newer_module("iris.jax.multigpu", "processes_per_task > 1")
+    multigpu = _newer_module("iris.jax.multigpu", "processes_per_task > 1")
     try:
         hook = multigpu.build_multigpu_hook(spec, processes_per_task)
     except ValueError as err:
@@ -175,3 +149,12 @@ def _with_command(entrypoint: IrisEntrypoint, command: list[str]) -> IrisEntrypo
         workdir_files=entrypoint.workdir_files,
         workdir_file_refs=entrypoint.workdir_file_refs,
     )
+
+
+def _newer_module(name: str, what: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        raise BackendUnavailableError(
+            f"{what} needs {name}, which marin-iris {IRIS_VERSION} does not have: install {NEWER}"
+        ) from err

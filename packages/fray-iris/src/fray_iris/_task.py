@@ -1,48 +1,42 @@
+# pyright: standard
 """What runs inside an Iris task around a job's callable (the actor host is
-``_actors.host_actor``).
-
-A module-level function, so Iris pickles it by reference and the task imports this module
-(fray-iris must be installed where tasks run: it is a dependency of every Fray program that
-uses Iris). It imports neither Fray nor the Iris client, which would cost every task start
-hundreds of milliseconds.
+``_actors.host_actor``), and the results store where tasks keep what Iris discards: return
+values, errors and how actors ended. Iris pickles :func:`run_callable` by reference, so
+every task imports this module: it imports neither Fray nor the Iris client, which would
+cost each task start hundreds of milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from fray_iris._results import ResultStore
 from fray_iris._views import fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
-__all__ = ["enter_task", "is_loopback", "run_callable", "serving_hosts"]
-
 
 def enter_task(results_url: str | None) -> tuple[str, int]:
-    """Sets Fray's env for this task; returns (job wire id, task index).
-
-    Reads Iris's task env (``IRIS_TASK_ID`` is ``/<user>/<job...>/<index>[:<attempt>]``)
-    directly: importing the Iris client costs seconds, on every task start.
-    """
+    """Sets Fray's env for this task from Iris's (``IRIS_TASK_ID`` is
+    ``/<user>/<job...>/<index>[:<attempt>]``); returns (job wire id, task index)."""
     raw = os.environ.get("IRIS_TASK_ID", "")
-    task_wire = raw.split(":", 1)[0].rstrip("/")
-    job_wire, _, index_text = task_wire.rpartition("/")
-    if not job_wire or not index_text.isdigit():
+    job_wire, _, index = raw.split(":", 1)[0].rstrip("/").rpartition("/")
+    if not job_wire or not index.isdigit():
         raise RuntimeError(
             f"fray_iris task code runs only inside an Iris task (IRIS_TASK_ID={raw!r})"
         )
-    index = int(index_text)
     os.environ["FRAY_JOB_ID"] = fray_job_id(job_wire)
-    os.environ["FRAY_TASK_INDEX"] = str(index)
+    os.environ["FRAY_TASK_INDEX"] = index
     os.environ["FRAY_NUM_TASKS"] = os.environ.get("IRIS_NUM_TASKS", "1")
     if results_url:
         os.environ[FRAY_IRIS_RESULTS_URL] = results_url
-    return job_wire, index
+    return job_wire, int(index)
 
 
 def run_callable(
@@ -52,18 +46,14 @@ def run_callable(
     results_url: str | None,
     tpu: tuple[str, int] | None = None,
 ) -> None:
-    """Runs a job's callable and stores its return value or exception in the results store.
-
-    The exception is re-raised after it is stored, so Iris sees the failure (and keeps its
-    own error text) and the exit code is the one Python gives it. On a TPU job (``tpu`` is
-    the slice type and its VM count) each replica gets the slice env a real TPU VM has,
-    where the machine has not set it: ``TPU_WORKER_ID`` and ``TPU_ACCELERATOR_TYPE``.
-    """
+    """Runs a job's callable and stores its return value or exception in the results store;
+    the exception is raised again, so Iris sees the failure. The replicas of a TPU job
+    (``tpu``: the slice type and its VM count) get ``TPU_WORKER_ID`` and
+    ``TPU_ACCELERATOR_TYPE``, where the machine has not set them."""
     job_wire, index = enter_task(results_url)
     if tpu is not None:
-        variant, vms = tpu
-        os.environ.setdefault("TPU_WORKER_ID", str(index % vms))
-        os.environ.setdefault("TPU_ACCELERATOR_TYPE", variant)
+        os.environ.setdefault("TPU_WORKER_ID", str(index % tpu[1]))
+        os.environ.setdefault("TPU_ACCELERATOR_TYPE", tpu[0])
     store = ResultStore(results_url) if results_url else None
     path = store.task_path(job_wire, index) if store else ""
     if store is not None:
@@ -71,26 +61,24 @@ def run_callable(
     try:
         value = fn(*args, **kwargs)
     except BaseException as exc:
-        if store is not None:
-            # Imported only here: importing fray (pydantic, the request types) takes
-            # hundreds of milliseconds, which every task start would pay for nothing.
-            from fray.backend import Outcome
-
-            error = f"{type(exc).__name__}: {exc}"
-            store.write(
-                path, ("error", Outcome("failed", None, exc, error, 1, 1, traceback.format_exc()))
-            )
-        sys.stdout.flush()
+        _store_failure(store, path, exc)
         raise
     if store is not None:
         try:
             store.write(path, ("ok", value))
         except Exception as exc:
-            from fray.backend import Outcome
-
             message = f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
-            store.write(path, ("error", Outcome.failed(RuntimeError(message))))
+            _store_failure(store, path, RuntimeError(message))
             raise RuntimeError(message) from exc
+    sys.stdout.flush()
+
+
+def _store_failure(store: ResultStore | None, path: str, exc: BaseException) -> None:
+    if store is not None:
+        from fray.backend import Outcome  # only on failure: importing Fray takes a while
+
+        error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        store.write(path, ("error", Outcome("failed", None, exc, error, 1, 1, trace)))
     sys.stdout.flush()
 
 
@@ -101,10 +89,72 @@ def is_loopback(address: str | None) -> bool:
 
 
 def serving_hosts(info: Any) -> tuple[str, str]:
-    """Where a server in this task listens and the address it is reached at, from the
-    task's Iris ``JobInfo``: loopback when the controller is on this machine (a one-machine
-    cluster), else ``IRIS_BIND_HOST`` (default every interface) and the task's advertised
-    host."""
+    """Where a server in this task listens and the address it is reached at: loopback for a
+    controller on this machine, else ``IRIS_BIND_HOST`` (default every interface) and the
+    task's advertised host."""
     if is_loopback(info.controller_address):
         return "127.0.0.1", "127.0.0.1"
     return os.environ.get("IRIS_BIND_HOST", "0.0.0.0"), info.advertise_host
+
+
+def default_local_results_url() -> str:
+    """A private folder under the system temp dir (for clusters running on this machine)."""
+    owner = os.getuid() if hasattr(os, "getuid") else "user"
+    return f"file://{os.path.join(tempfile.gettempdir(), f'fray-iris-results-{owner}')}"
+
+
+class ResultStore:
+    """Records under one fsspec URL (``<job wire id>/task-<index>.pkl``: ``("ok", value)``
+    or ``("error", Outcome)``; ``.../actor-<index>.pkl``: an ``Outcome``); local files are
+    written 0600 in 0700 folders."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        local = self.url.removeprefix("file://")
+        self._local = local if "://" not in local else None
+
+    def task_path(self, job_wire: str, index: int, leaf: str = "task") -> str:
+        """Where replica ``index`` of the job (``leaf="actor"``: actor ``index`` of a group)
+        stores its record."""
+        tail = f"{job_wire.strip('/')}/{leaf}-{index}.pkl"
+        return f"{self.url}/{tail}" if self._local is None else os.path.join(self._local, tail)
+
+    def write(self, path: str, record: Any) -> None:
+        """Stores ``record`` (cloudpickled) at ``path``, atomically where the store allows."""
+        import cloudpickle
+
+        data = cloudpickle.dumps(record)
+        if self._local is None:
+            with _fsspec().open(path, "wb") as out:
+                out.write(data)
+            return
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+
+    def read(self, path: str) -> Any | None:
+        """The record at ``path``, or ``None`` if there is none."""
+        import cloudpickle
+
+        try:
+            with open(path, "rb") if self._local is not None else _fsspec().open(path, "rb") as f:
+                return cloudpickle.loads(f.read())
+        except FileNotFoundError:
+            return None
+
+    def remove(self, path: str) -> None:
+        """Deletes the record at ``path`` if there is one."""
+        with contextlib.suppress(FileNotFoundError):
+            if self._local is not None:
+                os.unlink(path)
+            else:
+                fs, inner = _fsspec().core.url_to_fs(path)
+                fs.rm(inner)
+
+
+def _fsspec() -> Any:
+    import fsspec  # only for a store that is not a local folder: it takes a while to import
+
+    return fsspec

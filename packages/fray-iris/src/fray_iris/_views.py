@@ -1,21 +1,18 @@
-"""What the controller says about a job, its tasks and its output, in the same shape on
-every Iris line: each line's adapter (``_iris_0_2_20``, ``_iris_0_2_227``) builds these from
-its own types. States are Iris's names in lower case (``pending``, ``running``, ``killed``,
-``unschedulable``...)."""
+"""What the controller says about jobs, tasks and output, in one shape on every Iris line.
+
+Each line's adapter (``_iris_0_2_20``, ``_iris_0_2_227``) builds these from its own types in
+the same functions of a raw ``iris.client.IrisClient``: ``states`` (many jobs', by wire id,
+in one call; unknown jobs left out), ``status``, ``tasks``, ``jobs`` (by wire-id prefix),
+``terminate`` (Iris stops the children too), ``logs`` (the job's and its descendants', oldest
+first; with ``tail``, the last ``max_lines``), ``endpoints`` (names by prefix), ``endpoint``
+(an absolute name's address, or ``None``), ``controller_address`` (``None`` where unknown),
+``state_name`` and ``environment``. States are Iris's names in lower case (``pending``,
+``running``, ``killed``, ``unschedulable``...).
+"""
 
 from __future__ import annotations
 
 from typing import NamedTuple
-
-__all__ = [
-    "FINISHED",
-    "TASK_FINISHED",
-    "JobView",
-    "LogLine",
-    "TaskView",
-    "fray_job_id",
-    "parent_of",
-]
 
 FINISHED = frozenset({"succeeded", "failed", "killed", "worker_failed", "unschedulable"})
 """The job states Iris never leaves."""
@@ -38,12 +35,14 @@ class JobView(NamedTuple):
     finished_at: float | None
     pending_reason: str
     tasks: int
-    parent: str | None  # the parent's wire id
+
+    @property
+    def parent(self) -> str | None:
+        """The parent's wire id (``None`` for a top-level job, ``/<user>/<name>``)."""
+        return self.job_id.rsplit("/", 1)[0] if self.job_id.count("/") > 2 else None
 
 
 class TaskView(NamedTuple):
-    """One task of a job."""
-
     task_index: int
     state: str
     attempts: int  # attempts that started
@@ -52,17 +51,10 @@ class TaskView(NamedTuple):
 
 
 class LogLine(NamedTuple):
-    """One line of a job's output."""
-
     task: str  # the task's wire id, /<user>/<job...>/<index>
     stream: str
     at_ms: int
     text: str
-
-
-def parent_of(wire: str) -> str | None:
-    """The wire id of a job's parent (``None`` for a top-level job, ``/<user>/<name>``)."""
-    return wire.rsplit("/", 1)[0] if wire.count("/") > 2 else None
 
 
 def fray_job_id(wire: str) -> str:
