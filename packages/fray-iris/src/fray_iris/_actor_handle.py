@@ -25,7 +25,7 @@ from iris.cluster.types import JobName
 from iris.rpc import actor_pb2
 from iris.rpc.actor_connect import ActorServiceClientSync
 
-from fray.errors import ActorDiedError, ActorError, JobTimeoutError
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
 from fray_iris._convert import line, never_sent, translate_errors
 from fray_iris._views import FINISHED, TASK_FINISHED
 
@@ -217,8 +217,8 @@ class IrisActorHandle:
                 if gone is not None:
                     raise self._died(gone) from err
                 if not never_sent(err):
-                    if retries == 0:
-                        raise ActorError(
+                    if retries == 0:  # its task lives: it restarts, the call's outcome is lost
+                        raise ActorUnavailableError(
                             f"actor {self.name}: {method} was interrupted ({err.code.value}: "
                             f"{err.message}); the actor may have died mid-call, and a call is "
                             "sent again only with ActorConfig(max_task_retries=N)"
