@@ -17,7 +17,7 @@ from typing import Any
 
 from fray import ActorContext
 from fray.backend import ShutdownEvent, binding
-from fray.errors import ActorDiedError
+from fray.errors import ActorDiedError, ActorUnavailableError
 from fray_ray._actors import RayActorHandle, placed_key
 from fray_ray._registry import RegistryLink
 from fray_ray._worker import ClientFor
@@ -109,6 +109,10 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
     if host._init_error is not None:
         raise ActorDiedError(f"actor {host._name} failed to start")
     if host._ending:
+        if host._context.failure is not None:  # its process is going; Ray may restart it
+            raise ActorUnavailableError(
+                f"actor {host._name} failed; Ray restarts it while max_restarts allows"
+            )
         raise ActorDiedError(f"actor {host._name} has ended (its shutdown_event is set)")
     try:
         with binding(host._client, actor=host._context):
