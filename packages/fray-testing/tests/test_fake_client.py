@@ -277,6 +277,8 @@ def test_hang_pending_never_starts(client: FakeClient) -> None:
     assert handle.status() is JobStatus.PENDING
     info = handle.info()
     assert (info.attempts, info.started_at) == (0, None)
+    with pytest.raises(JobTimeoutError, match=r"still pending after 0s: FakeClient: scripted"):
+        handle.wait(timeout=0)  # the error says what the job waits for
     handle.terminate()
     assert handle.status() is JobStatus.STOPPED
 

@@ -56,7 +56,13 @@ class BaseJobHandle:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
         job = self._job
         if not self._await_end(timeout):
-            raise JobTimeoutError(f"job {job.job_id} is still {job.status.value} after {timeout}s")
+            why = None
+            if job.status is JobStatus.PENDING:  # what it waits for, where the backend can say
+                why = job.client._pending_reason(job)  # pyright: ignore[reportPrivateUsage]
+            raise JobTimeoutError(
+                f"job {job.job_id} is still {job.status.value} after {timeout}s"
+                + (f": {why}" if why else "")
+            )
         if job.status is JobStatus.FAILED and raise_on_failure:
             raise JobFailedError(job.job_id, job.status, job.error) from job.cause
         return job.status
