@@ -11,6 +11,7 @@ from fray_testing.conformance import (
     ActorGroupTests,
     ActorLifecycleTests,
     ActorTests,
+    BackendCapabilities,
     FailureTests,
     HostedActorTests,
     JobTests,
@@ -72,7 +73,7 @@ class TestLocalHostedActors(LocalBackend, HostedActorTests):
 
 
 class TestLocalActorLifecycle(LocalBackend, ActorLifecycleTests):
-    pass
+    capabilities = BackendCapabilities(ended_actors_refuse_calls=False)
 
 
 class TestLocalPickling(LocalBackend, PicklingTests):

@@ -5,6 +5,11 @@ in arrival order (at most ``max_concurrency`` at a time), their handles pickling
 background and queues ``.remote()`` calls for the actor's threads; the fake client
 (``synchronous``) runs everything in the caller's thread and watches every call
 (``on_call``).
+
+A group actor that sets its ``shutdown_event`` is SUCCEEDED. On a cluster its process is
+then gone; here the instance lives on until its group is shut down, so with
+``serve_after_end`` (the local client) it still answers calls, as the teardown of a
+pipeline that stops its workers one by one expects (Zephyr's ``stop_workers``).
 """
 
 from __future__ import annotations
@@ -127,6 +132,10 @@ class _Mailbox:
                 if self._queue:
                     self._cond.notify()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """No more calls; every call not yet answered fails with ``ActorDiedError`` now (a
         running one keeps running to its end, its value dropped)."""
@@ -175,6 +184,14 @@ class LocalActor(ActorMember):
     def _new_context(self) -> ActorContext:
         event = ShutdownEvent(self._ended, self.name, inline=self.system.synchronous)
         return ActorContext(self.handle, self.index, self.group_name, event)
+
+    @property
+    def answers(self) -> bool:
+        """Whether a call reaches the instance: it runs, or it ended cleanly and its
+        system serves after the end (its mailbox is open until the group shuts down)."""
+        if self.status is _RUNNING:
+            return True
+        return self.status is JobStatus.SUCCEEDED and not self.mailbox.closed
 
     def died_error(self) -> ActorDiedError:
         return ActorDiedError(f"actor {self.name} is {self.status.value}; it takes no more calls")
@@ -240,7 +257,8 @@ class LocalActor(ActorMember):
             self.system.stop([self], status, error)
         else:
             self.set_status(status, error)
-            self.mailbox.close()
+            if status is not JobStatus.SUCCEEDED or not self.system.serve_after_end:
+                self.mailbox.close()
 
 
 class LocalActorMethod:
@@ -317,7 +335,7 @@ class LocalActorHandle:
         if actor.status is not _RUNNING:
             if actor.status is JobStatus.PENDING:
                 actor.ready.wait()
-            if actor.status is not _RUNNING:
+            if not actor.answers:
                 raise actor.died_error()
         return actor
 
@@ -360,7 +378,8 @@ class InProcessActors:
     ``client`` is what ``current_client()`` answers inside them; ``synchronous`` (the fake
     client) constructs actors and runs ``.remote()`` calls (returning ``future_type``s) in
     the caller's thread; ``on_call(actor, method, args, kwargs)`` runs before each call and
-    may raise (the call then raises that) or end the actor."""
+    may raise (the call then raises that) or end the actor; ``serve_after_end``: an actor
+    that ended cleanly answers calls until its group is shut down."""
 
     def __init__(
         self,
@@ -369,8 +388,10 @@ class InProcessActors:
         synchronous: bool = False,
         on_call: OnCall | None = None,
         future_type: type[Future[Any]] = CallFuture,
+        serve_after_end: bool = False,
     ) -> None:
         self.client = client
+        self.serve_after_end = serve_after_end
         self.prefix = f"{client.scheme}-{secrets.token_hex(4)}"
         self.synchronous = synchronous
         self.on_call = on_call

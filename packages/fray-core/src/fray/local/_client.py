@@ -179,7 +179,7 @@ class LocalClient(BaseClient):
         self.echo_logs = echo_logs
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
         self.pool = JobThreads(max_threads or 1024)
-        self._actors = InProcessActors(self)
+        self._actors = InProcessActors(self, serve_after_end=True)
         self._tmp: str | None = None
         self._finalizer = weakref.finalize(self, _kill_all, self._jobs)
 

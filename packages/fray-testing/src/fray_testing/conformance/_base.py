@@ -73,6 +73,12 @@ class BackendCapabilities:
         "a TPU request runs here without TPU hardware, one replica per VM of each slice "
         "(a real cluster needs the TPUs)",
     )
+    ended_actors_refuse_calls: bool = _flag(
+        True,
+        "a group actor that set its shutdown_event takes no more calls: its process is gone "
+        "(in-process actors live until their group is shut down and keep answering, as a "
+        "pipeline that stops its workers one by one expects)",
+    )
     unique_job_names: bool = _flag(
         False,
         "a running job's name is taken: submitting it again returns that job or raises "
