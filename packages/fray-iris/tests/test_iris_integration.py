@@ -486,8 +486,10 @@ def test_finished_jobs_age_out_of_the_client(
         )
 
     try:
-        jobs = [submit(i) for i in range(3)]
-        assert [job.result(timeout=TIMEOUT) for job in jobs] == [0, 1, 2]
+        jobs = []
+        for i in range(3):  # one after another, so they finish in this order
+            jobs.append(submit(i))
+            assert jobs[-1].result(timeout=TIMEOUT) == i
         assert [info.job_id for info in client.list_jobs()][-3:] == [j.job_id for j in jobs]
         assert client.get_job(jobs[2].job_id) == jobs[2]  # the last to finish is kept
         again = client.get_job(jobs[0].job_id)
