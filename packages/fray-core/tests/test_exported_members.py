@@ -25,7 +25,7 @@ BACKEND = {
     "ActorMember", "BaseActorGroup", "BaseClient", "BaseJobHandle", "Capabilities",
     "ClientSpec", "HostedActorHandle", "JobRecord", "LogBuffer", "Outcome", "Phase",
     "PrefixedSink", "ShutdownEvent", "binding", "capabilities_of", "capture_into",
-    "client_from_spec", "isolated_backends", "parse_client_spec", "register_backend",
+    "client_from_spec", "isolated_backends", "masker", "parse_client_spec", "register_backend",
     "resource_limit", "restart_allowed",
 }  # fmt: skip
 

@@ -8,7 +8,8 @@ deadlines, terminate, shutdown). :class:`JobRecord` is a job's state machine (th
 calls ``placed()`` and ``report(Outcome)``), :class:`BaseJobHandle` the one job handle,
 :class:`BaseActorGroup` an actor group over its members' states, :class:`Capabilities` a
 backend's refusals, ``capture_into`` the per-thread stdout/stderr router and ``binding``
-what ``current_client()`` and ``current_actor()`` answer inside user code.
+what ``current_client()`` and ``current_actor()`` answer inside user code, ``masker``
+what hides secret env values in a text the engine does not see (an error raised remotely).
 
 Backends import only public names of fray-core: this module, ``fray``, ``fray.errors``,
 ``fray.environment_variables`` and ``fray.topology``. The conformance suite in
@@ -25,6 +26,7 @@ from fray._client import (
     parse_client_spec,
     register_backend,
 )
+from fray._secrets import masker
 from fray.backend._binding import binding
 from fray.backend._capabilities import Capabilities, capabilities_of, resource_limit
 from fray.backend._client import BaseClient
@@ -53,6 +55,7 @@ __all__ = [
     "capture_into",
     "client_from_spec",
     "isolated_backends",
+    "masker",
     "parse_client_spec",
     "register_backend",
     "resource_limit",

@@ -9,19 +9,22 @@ final status. Its current attempt is in one :class:`Phase` at a time::
 Every change goes through a method that takes the record's lock. :meth:`JobRecord.settle`
 is the one decision whether another attempt follows: a failed attempt is charged to
 ``max_retries_failure``, a preempted one to ``max_retries_preemption``, with the same
-messages on every backend.
+messages on every backend. An error a backend reports (a command's last output among it)
+is kept with the values of secret-looking env vars masked.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import os
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from fray._secrets import masker
 from fray._types import JobInfo, JobRequest, JobStatus
 
 if TYPE_CHECKING:
@@ -390,6 +393,8 @@ class JobRecord:
     def settle(self, outcome: Outcome) -> bool:
         """Records how the current attempt ended and decides: ``True`` when another attempt
         follows, else the job is finished. The only place where the budgets are applied."""
+        if outcome.error:
+            outcome = outcome._replace(error=self._masked(outcome.error))
         with self.lock:
             if self.phase is Phase.ENDED:
                 return False
@@ -440,10 +445,16 @@ class JobRecord:
             if self.phase is Phase.ENDED:
                 return False
             if error is not None:
-                self.error = error
+                self.error = self._masked(error)
             self._finishing(status)
         self._finished()
         return True
+
+    def _masked(self, error: str) -> str:
+        """``error`` without the values of the secret-looking env vars of the job's request
+        and of this process (a command that printed its token fails with it as last output)."""
+        env = self.request.environment if self.request is not None else None
+        return masker([os.environ, env.env_vars if env is not None else {}])(error)
 
     def _charge_failure(
         self, cause: BaseException | None, error: str, tasks: int, *, retry: bool

@@ -17,7 +17,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fray._secrets import masker
 from fray._types import JobRequest, TpuConfig
 from fray.backend import JobRecord, Outcome, Phase
 from fray.backend._capabilities import has_secrets
@@ -239,10 +238,7 @@ class _Exits:
                 return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
         last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
         error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-        # A command that printed its token must not put it into the job's error.
-        env = request.environment
-        mask = masker([os.environ, env.env_vars if env is not None else {}])
-        return Outcome.failed(None, mask(error), code, failed)
+        return Outcome.failed(None, error, code, failed)  # the engine masks secrets in it
 
 
 def _read_result(replica: _Replica) -> Outcome:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
-from fray import Client, JobStatus, wait_all
+from fray import Client, EnvironmentConfig, JobStatus, wait_all
 from fray.errors import FrayError, JobFailedError
 from fray_testing.conformance import entrypoints as ep
 from fray_testing.conformance._base import ConformanceTests
@@ -130,6 +132,28 @@ class FailureTests(ConformanceTests):
             assert not running.status().is_finished
         finally:
             running.terminate()
+
+    def test_a_failed_command_keeps_its_printed_token_out_of_the_error(
+        self, client: Client
+    ) -> None:
+        """A command that prints a secret env var's value and fails: the job's error (in
+        ``info()`` and in the raised error with its causes) never shows the value."""
+        self.require("supports_command_jobs", "applies_env_vars")
+        token = f"tok-{secrets.token_hex(8)}"
+        request = self.python_command(
+            "import os, sys; print(os.environ['MY_API_TOKEN'], flush=True); sys.exit(3)",
+            environment=EnvironmentConfig(env_vars={"MY_API_TOKEN": token}),
+        )
+        job = client.submit(request)
+        with pytest.raises(JobFailedError) as caught:
+            job.wait(timeout=self.timeout)
+        error = job.info().error or ""
+        assert "3" in error
+        assert token not in error
+        shown: BaseException | None = caught.value
+        while shown is not None:
+            assert token not in str(shown), f"{type(shown).__name__} shows the token"
+            shown = shown.__cause__ or shown.__context__
 
     def test_command_exit_code_fails_the_job(self, client: Client) -> None:
         self.require("supports_command_jobs")

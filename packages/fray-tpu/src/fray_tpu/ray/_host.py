@@ -26,6 +26,7 @@ from typing import Any
 
 import ray
 
+from fray.backend import masker
 from fray_tpu._errors import CommandFailedError, ExitCalledError
 from fray_tpu._lockfile import LockfileOutcome, remove_libtpu_lockfile
 from fray_tpu._metadata import is_preempted
@@ -49,7 +50,8 @@ def _captured_output(hub: Any, prefix: str) -> Iterator[list[str]]:
     """Sends every line written to this process's fds 1 and 2 to the job's hub (after
     ``prefix``), and still to the worker's own log; yields a list for lines of Fray's own.
     Safe because the host actor's process runs nothing else meanwhile (and is killed after
-    the attempt). Every line reaches the hub before it returns: the process is killed next."""
+    the attempt). Every line reaches the hub before it returns: the process is killed next;
+    in the order written (the hub runs one call at a time, each host's in the order sent)."""
     sent: list[Any] = []
     partial = [""]
 
@@ -83,10 +85,12 @@ def _captured_output(hub: Any, prefix: str) -> Iterator[list[str]]:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
-        for fd, saved in ((1, saved_out), (2, saved_err)):
-            os.dup2(saved, fd)
-            os.close(saved)
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        os.close(saved_err)
         reader.join(timeout=30)
+        if not reader.is_alive():  # it writes to saved_out: closed under it, the number
+            os.close(saved_out)  # could be reused by a socket (Ray's own) and get its output
         send([line for line in partial if line])
         if own:
             with contextlib.suppress(Exception):
@@ -109,7 +113,7 @@ def _run_command(command: tuple[str, ...]) -> None:
     proc.stdout.close()
     code = proc.wait()
     if code != 0:
-        raise CommandFailedError(" ".join(command), code, last)
+        raise CommandFailedError(" ".join(command), code, masker([os.environ])(last))
 
 
 class _TpuHostImpl:
