@@ -9,13 +9,15 @@ it. The slice's name and hosts come from the nodes' ``ray.io/tpu-*`` labels. A s
 hosts are not all alive is held (so the next group lands elsewhere) and looked at every
 second. A preempted VM returns as a new node with the same slice name and worker id while Ray
 may still list the old one alive: a node this job lost a host with (unreachable, died or
-drained) is not taken for a minute, so the returned host is used as soon as it is up.
+drained) is not taken for a minute, so the returned host is used as soon as it is up. A
+group is removed once placed, never while Ray may be preparing its bundles: that can leak a
+slice for good (ray-project/ray#64693).
 
 Running: each host actor is pinned to its VM with the VM's chips and what the user's code
 asks for; its ``run`` future says how it ended. A Ray error that means a lost VM is a
 preemption; a failure of the user's code is a failure unless the VM says it is being
 preempted (the failed host is asked, then the hub); a host's report through the hub ends
-the attempt as a preemption too.
+the attempt as a preemption too (the driver asks the hub every second).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ logger = logging.getLogger("fray_tpu.ray")
 _SLICE_LABEL = "ray.io/tpu-slice-name"
 _WORKER_LABEL = "ray.io/tpu-worker-id"
 _POD_TYPE_LABEL = "ray.io/tpu-pod-type"
-_RECHECK_S = 1.0  # between looks at a held slice whose hosts are not all alive
+_RECHECK_S = 1.0  # between looks at a held slice, and at the hub while an attempt runs
 _HEALTH_WAIT_S = 10.0  # how long a failed host may take to say whether its VM is preempted
 _LOST_S = 60.0  # how long a node whose host was lost with it is not taken again
 
@@ -112,7 +114,8 @@ class Attempt:
         self.token = secrets.token_hex(8)
         self.state = "claiming"  # then "running", then "ended"
         self.want = 0
-        self.groups: list[PlacementGroup] = []
+        self.groups: list[PlacementGroup] = []  # asked for, and not let go
+        self.placed: set[PlacementGroup] = set()  # placed by Ray (its ready() resolved)
         self.ready: list[tuple[PlacementGroup, str, list[dict[str, Any]]]] = []  # complete
         self.held: list[tuple[PlacementGroup, str]] = []  # incomplete slices held meanwhile
         self.hosts: list[tuple[str, int, str, Any]] = []  # slice, worker, node id, actor
@@ -138,12 +141,17 @@ class Attempt:
         self._when_done(group.ready(), self._group_ready, group)
 
     def _group_ready(self, group: PlacementGroup, future: Any) -> None:
+        if future.exception() is not None:  # Ray is shutting down
+            return
+        self.placed.add(group)
+        if group not in self.groups or self.state == "ended":  # let go before it was placed
+            self._release(group)
+            return
         if self.state != "claiming":
             return
         try:
-            future.result()
             node_id = placement_group_table(group)["bundles_to_node_id"][0]
-        except Exception:  # removed, or its table is gone: the attempt's end handles it
+        except Exception:  # its table is gone: the attempt's end handles it
             return
         node = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
         name = (node.get("Labels") or {}).get(_SLICE_LABEL, "")
@@ -193,11 +201,10 @@ class Attempt:
         """Every slice is claimed: the attempt is placed; one host actor per VM runs it."""
         self.ready.sort(key=lambda claimed: claimed[1])  # slice ids follow the slices' names
         used = [group for group, _name, _hosts in self.ready]
-        for group in self.groups:  # slices held meanwhile, or claimed after enough were
-            if group not in used:
-                with contextlib.suppress(Exception):
-                    remove_placement_group(group)
+        extra = [group for group in self.groups if group not in used]
         self.groups, self.held = used, []
+        for group in extra:  # slices held meanwhile
+            self._release(group)
         if not self.job.placed():  # stopped meanwhile
             return
         self.state = "running"
@@ -241,7 +248,7 @@ class Attempt:
             ref = actor.run.remote(spec.payload, env=env, label=label)
             self.hosts.append((where["slice"], where["worker"], where["node_id"], actor))
             self._when_done(ref, self._host_done, index)
-        self._when_done(gang.hub.wait_preempted.remote(self.token), self._preempted)
+        self.later(_RECHECK_S, self._ask_hub)
 
     def run(self, fn: Callable[..., None], *args: Any) -> None:
         """Runs ``fn(*args)`` (on the event thread); a bug there ends the attempt as failed
@@ -322,13 +329,19 @@ class Attempt:
         self._when_done(actor.health.remote(), from_host)
         self.later(_HEALTH_WAIT_S, from_hub, None)
 
+    def _ask_hub(self) -> None:
+        """Every second while the attempt runs: has a host said its VM is preempted?"""
+        if self.state == "running":
+            self._when_done(self.gang.hub.peek.remote(self.token), self._preempted)
+
     def _preempted(self, future: Any) -> None:
-        try:
-            where = future.result()
-        except Exception:  # the hub is gone: the job is ending
+        if future.exception() is not None or self.state != "running":  # the job is ending
             return
-        if where and self.state == "running":
+        where = future.result()
+        if where:
             self.end(Outcome.preempted(f"{where}: the GCE metadata server says it is preempted"))
+        else:
+            self.later(_RECHECK_S, self._ask_hub)
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -349,10 +362,13 @@ class Attempt:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
         for group in self.groups:
+            self._release(group)
+
+    def _release(self, group: PlacementGroup) -> None:
+        """Removes ``group`` if Ray has placed it; else :meth:`_group_ready` will."""
+        if group in self.placed:
             with contextlib.suppress(Exception):
                 remove_placement_group(group)
-        with contextlib.suppress(Exception):
-            self.gang.hub.release.remote(self.token)
 
     def waiting_for(self) -> str | None:
         """While slices are being claimed: what it asked for and what the cluster has."""
