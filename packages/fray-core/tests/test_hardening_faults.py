@@ -401,7 +401,9 @@ def wait_blocked_in_c(threads: list[int]) -> None:
 
 
 @pytest.mark.parametrize("kind", ["event", "queue", "socket"])
-def test_shutdown_returns_though_a_thread_job_cannot_be_interrupted(kind: str) -> None:
+def test_shutdown_returns_though_a_thread_job_cannot_be_interrupted(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
     client = LocalClient(echo_logs=False)
     threads: list[int] = []
     job = client.submit(
@@ -413,6 +415,8 @@ def test_shutdown_returns_though_a_thread_job_cannot_be_interrupted(kind: str) -
     assert time.monotonic() - begin < 5
     assert job.status() is JobStatus.STOPPED
     assert "left to end on its own" in (job.info().error or "")
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"job {job.job_id} did not stop within" in " ".join(said)  # the log says so too
 
 
 class Busy:
