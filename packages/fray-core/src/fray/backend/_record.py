@@ -393,13 +393,13 @@ class JobRecord:
     def settle(self, outcome: Outcome) -> bool:
         """Records how the current attempt ended and decides: ``True`` when another attempt
         follows, else the job is finished. The only place where the budgets are applied."""
-        if outcome.error:
-            outcome = outcome._replace(error=self._masked(outcome.error))
+        reported = self._masked(outcome.error) if outcome.error else None
         with self.lock:
             if self.phase is Phase.ENDED:
                 return False
             if self.phase is Phase.STOPPING and self._stop_as is not None:
-                outcome = self._stop_as
+                outcome = self._stop_as  # made by the engine: nothing to mask
+                reported = outcome.error
             kind = outcome.kind
             if kind in ("succeeded", "failed", "preempted"):
                 self.exit_code = outcome.exit_code
@@ -417,14 +417,14 @@ class JobRecord:
                 )
                 self._charge_failure(cause, f"TimeoutError: {cause}", self.replicas, retry=False)
             elif kind == "unplaced":
-                self.cause, self.error = None, self._unplaced_error(outcome.error)
+                self.cause, self.error = None, self._unplaced_error(reported)
             elif kind == "failed":
-                error = outcome.error or "failed"
+                error = reported or "failed"
                 if self._charge_failure(outcome.cause, error, outcome.failed_tasks, retry=True):
                     return self._retry(f"failed ({error})")
             else:
                 self.preemptions += 1
-                self.error = reason = outcome.error or "preempted"
+                self.error = reason = reported or "preempted"
                 request = self.request
                 budget = request.max_retries_preemption if request is not None else 0
                 if self.preemptions <= budget:
