@@ -205,7 +205,6 @@ class RayClient(JobDataClient):
                 )
             self.registry = RegistryLink(*driver_registry())
         self._execute = ray.remote(max_retries=0)(runner(job_client))
-        self._tasks: dict[str, Any] = {}  # ``_execute.options(...)`` by its options
         self._hosts: dict[type[Any], Any] = {}
 
     def _connect(self, address: str | None) -> None:
@@ -280,13 +279,7 @@ class RayClient(JobDataClient):
                 entry.describe(),
                 f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
             ) from exc
-        key = repr(options)  # Ray works options out anew on each call: once per kind of job
-        task = self._tasks.get(key)
-        if task is None:
-            if len(self._tasks) >= 256:
-                self._tasks.clear()
-            task = self._tasks[key] = self._execute.options(**options)
-        return CallableJob(self, task, payload, env, ask)
+        return CallableJob(self, self._execute.options(**options), payload, env, ask)
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
         if self.mirrors:  # the driver sees a job submitted from inside a job at once
