@@ -378,14 +378,15 @@ class BaseClient:
         TIMERS.call_later(grace, self._give_up, job, grace)
 
     def _give_up(self, job: JobRecord, grace: float) -> None:
-        if job.end(
+        if job.is_done:
+            return
+        # Logged before the job ends, so whoever waits for its end finds the line written.
+        logger.warning("job %s did not stop within %gs; left to end on its own", job.job_id, grace)
+        job.end(
             JobStatus.STOPPED,
             f"did not stop within {grace:g}s of being stopped (code that cannot be "
             "interrupted, e.g. blocked in C); left to end on its own",
-        ):
-            logger.warning(
-                "job %s did not stop within %gs; left to end on its own", job.job_id, grace
-            )
+        )
 
     def _stop(self, jobs: Iterable[JobRecord]) -> None:
         """Stops these jobs without waiting."""
