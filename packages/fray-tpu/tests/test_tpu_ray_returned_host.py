@@ -74,6 +74,10 @@ def test_preempted_host_that_comes_back_is_used_again(
         health_interval=0.5,
     )
     try:
+        # Hosts lost by an earlier test are still listed alive: the gang must not take them.
+        assert handle.wait_for_attempt(1, timeout=60), handle.info()
+        alive = {cluster.node_id(node) for node in cluster.alive_nodes()}
+        assert {p["node_id"] for p in handle.placement()} <= alive, handle.placement()
         wait_for_files(tmp_path, "started-*", 2)
         lost = cluster.slices["slice-a"][worker]
         cluster.kill_node(lost, preemption=True)

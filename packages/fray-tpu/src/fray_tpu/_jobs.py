@@ -107,10 +107,11 @@ class TpuJobHandle(BaseJobHandle):
         return list(getattr(gang, "placement", None) or [])
 
     def wait_for_attempt(self, attempt: int, timeout: float) -> bool:
-        """Blocks until attempt ``attempt`` has started; ``False`` on timeout or job end."""
-        job = self._job
-        cond = getattr(job.data, "cond", None)
-        if cond is not None:
-            with cond:
-                cond.wait_for(lambda: job.attempts >= attempt or job.is_done, timeout)
-        return job.attempts >= attempt
+        """Blocks until attempt ``attempt`` has started (a gang's: its hosts are placed, as
+        :meth:`placement` then says); ``False`` on timeout or job end."""
+        job, gang = self._job, self._job.data
+        if not hasattr(gang, "launched"):
+            return job.attempts >= attempt
+        with gang.cond:
+            gang.cond.wait_for(lambda: gang.launched >= attempt or job.is_done, timeout)
+            return gang.launched >= attempt

@@ -8,8 +8,9 @@ resource (on worker 0), so Ray's scheduler gives every group a free slice of its
 it. The slice's name and hosts come from the nodes' ``ray.io/tpu-*`` labels. A slice whose
 hosts are not all alive is held (so the next group lands elsewhere) and looked at every
 second. A preempted VM returns as a new node with the same slice name and worker id while Ray
-may still list the old one alive: a node this job lost a host with (unreachable, died or
-drained) is not taken for a minute, so the returned host is used as soon as it is up. A
+may still list the old one alive: a node this process lost a host with (unreachable, died or
+drained) is not taken for a minute, and after that only when no other node claims its place,
+so the returned host is used as soon as it is up, by this gang and the next. A
 group is removed once placed, never while Ray may be preparing its bundles: that can leak a
 slice for good (ray-project/ray#64693).
 
@@ -59,6 +60,9 @@ _POD_TYPE_LABEL = "ray.io/tpu-pod-type"
 _RECHECK_S = 1.0  # between looks at a held slice, and at the hub while an attempt runs
 _HEALTH_WAIT_S = 10.0  # how long a failed host may take to say whether its VM is preempted
 _LOST_S = 60.0  # how long a node whose host was lost with it is not taken again
+
+# Node id -> when a gang of this process lost a host with it (node ids are never reused).
+_lost_nodes: dict[str, float] = {}
 
 
 def _node_lost(exc: BaseException) -> bool:
@@ -173,16 +177,18 @@ class Attempt:
 
     def _hosts_of(self, name: str) -> list[dict[str, Any]] | None:
         """The node of each worker of slice ``name``, or ``None`` while one has none alive
-        that this job has not lost a host on in the last minute."""
+        that this process has not lost a host on in the last minute. A node lost before is
+        taken only if no other node claims its worker id."""
         workers = _slices(self.gang.spec.topology).get(name, {})
-        now = time.monotonic()
-        lost = {node for node, when in self.gang.lost_nodes.items() if now - when < _LOST_S}
+        lately, never = time.monotonic() - _LOST_S, float("-inf")
         hosts = []
         for worker in range(self.gang.spec.topology.vm_count):
-            fresh = [n for n in workers.get(worker, []) if n["NodeID"] not in lost]
-            if not fresh:
+            nodes = [
+                n for n in workers.get(worker, []) if _lost_nodes.get(n["NodeID"], never) < lately
+            ]
+            if not nodes:
                 return None
-            hosts.append(fresh[-1])
+            hosts.append(min(nodes, key=lambda n: n["NodeID"] in _lost_nodes))
         return hosts
 
     def _recheck(self) -> None:
@@ -221,7 +227,7 @@ class Attempt:
             for w, node in enumerate(hosts)
         ]
         with gang.cond:  # wakes wait_for_attempt
-            gang.placement = placement
+            gang.placement, gang.launched = placement, self.job.attempts
             gang.cond.notify_all()
         names = ", ".join(name for _group, name, _hosts in self.ready)
         self.job.log.write(f"[fray-tpu] attempt {self.job.attempts} on {names}\n")
@@ -279,7 +285,7 @@ class Attempt:
             error = f"host {slice_name}/{worker}: {reading.error}"
             if reading.kind == "preemption":
                 if _node_lost(exc):
-                    self.gang.lost_nodes[node_id] = time.monotonic()
+                    _lost_nodes[node_id] = time.monotonic()
                 self.end(Outcome.preempted(error))
                 return
             cause = reading.cause

@@ -140,8 +140,8 @@ def hub_name(job_id: str) -> str:
 
 
 class GangJob:
-    """A gang job's ``data``: its spec, its hub, the current attempt, the nodes whose
-    hosts it lost, and where it runs. Its methods are the bodies of the client's hooks
+    """A gang job's ``data``: its spec, its hub, the current attempt and where it
+    runs. Its methods are the bodies of the client's hooks
     (``start``: ``_start_attempt``; ``cancel``: ``_cancel_attempt``; ``refresh``,
     ``pending_reason``, ``value``: ``_result``; ``close``: ``_after_end``)."""
 
@@ -150,8 +150,8 @@ class GangJob:
         self.client = client
         self.hub: Any = None
         self.attempt: Attempt | None = None
-        self.lost_nodes: dict[str, float] = {}  # node id -> when a host was lost with it
         self.placement: list[dict[str, Any]] = []
+        self.launched = 0  # the attempts whose hosts were placed (placement: the last one's)
         self.claim_stopped = False  # stopped while claiming (a scheduling timeout)
         self.cond = threading.Condition()
         self._read_lock = threading.Lock()
