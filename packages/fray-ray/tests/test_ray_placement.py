@@ -12,9 +12,11 @@ region ``test-east1``; no dashboard. A job that asks for 3 CPUs fits only the wo
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,9 +81,38 @@ def test_a_command_job_refuses_a_scheduling_timeout_naming_it(client: RayClient)
     assert caught.value.field == "JobRequest.scheduling_timeout"
 
 
-def test_a_job_placed_at_once_outlives_its_scheduling_timeout(client: RayClient) -> None:
-    handle = client.submit(job("placed", 3, scheduling_timeout=1))
-    assert handle.result(timeout=120) == "slept"
+def wait_for_file(path: str) -> str:
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)  # polls the test's release file
+    return "released"
+
+
+def test_a_job_placed_in_time_outlives_its_scheduling_timeout(
+    client: RayClient, tmp_path: Path
+) -> None:
+    # Long enough for a busy machine to start the task; the job then runs past it.
+    limit = 10
+    release = tmp_path / "release"
+    submitted = time.monotonic()
+    handle = client.submit(
+        JobRequest(
+            name="placed",
+            entrypoint=Entrypoint.from_callable(wait_for_file, args=(str(release),)),
+            resources=ResourceConfig(**SMALL),
+            scheduling_timeout=limit,
+        )
+    )
+    try:
+        while handle.status() is JobStatus.PENDING:  # polls: placed, or failed at the limit
+            time.sleep(0.05)
+        assert handle.status() is JobStatus.RUNNING, handle.info()
+        time.sleep(max(0.0, submitted + limit + 1 - time.monotonic()))  # the limit passes
+        assert handle.status() is JobStatus.RUNNING, handle.info()
+    finally:
+        release.touch()
+    assert handle.result(timeout=120) == "released"
     assert handle.info().pending_reason is None
 
 
