@@ -18,8 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fray_iris._actor_handle import IrisActorFuture, IrisActorHandle
-    from fray_iris._actors import IrisActorGroup
+    from fray_iris._actors import IrisActorFuture, IrisActorGroup, IrisActorHandle
     from fray_iris._client import IrisClient, IrisJobHandle
     from fray_iris._predecessor import (
         NSYS_TASKS_ENV,
@@ -57,9 +56,9 @@ __all__ = [
 # Where each name lives: the predecessor's names (``fray.iris_backend``) in _predecessor.
 _LAZY = dict.fromkeys(__all__, "fray_iris._predecessor")
 _LAZY.update(
-    IrisActorFuture="fray_iris._actor_handle",
+    IrisActorFuture="fray_iris._actors",
     IrisActorGroup="fray_iris._actors",
-    IrisActorHandle="fray_iris._actor_handle",
+    IrisActorHandle="fray_iris._actors",
     IrisClient="fray_iris._client",
     IrisJobHandle="fray_iris._client",
 )
