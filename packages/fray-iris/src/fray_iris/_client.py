@@ -19,16 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from connectrpc.code import Code
-from connectrpc.errors import ConnectError
 from iris.client import IrisClient as RawIrisClient
 from iris.client.client import get_iris_ctx
 from iris.cluster.client import resolve_job_user
 from iris.cluster.client.job_info import get_job_info
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName
-from iris.rpc import controller_pb2, job_pb2
-from iris.rpc.controller_connect import ControllerServiceClientSync
+from iris.rpc import job_pb2
 
 from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend import BaseClient, BaseJobHandle, ClientSpec, JobRecord, Outcome, Phase
@@ -54,26 +51,7 @@ POLL_MAX_S = 1.0  # growing by half each round to this
 PENDING_REASON_EVERY_S = 1.0
 STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
 LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the last lines
-_PROBE_TIMEOUT_MS = 5_000
 _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
-_NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
-
-
-def probe(address: str) -> None:
-    """Asks the controller one question within 5 s, without Iris's 30 minutes of retries.
-
-    Raises:
-        FrayError: ``cannot reach the Iris controller at ...: <why>``.
-    """
-    stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
-    try:
-        stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
-    except ConnectError as err:
-        if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
-            why = convert.unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
-            raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
-    finally:
-        stub.close()
 
 
 class Tracked:
@@ -191,7 +169,7 @@ class IrisClient(BaseClient):
             address = address.strip()
             self.address = address if "://" in address else f"http://{address}"
             if not inside or workspace is not None or bundle_id is not None:
-                probe(self.address)
+                convert.probe(self.address)
                 ws = Path(workspace) if workspace is not None else None
                 remote = RawIrisClient.remote
                 self._reopen = functools.partial(
@@ -332,7 +310,7 @@ class IrisClient(BaseClient):
             job.exit_code, job.cause = view.exit_code, cause
         request = job.request
         if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
-            job.settle(Outcome.unplaced(job.data.pending_reason or _reason(view)))
+            job.settle(Outcome.unplaced(job.data.pending_reason or convert.pending_reason(view)))
         else:
             job.end(job_status(view.state), error)
 
@@ -343,7 +321,7 @@ class IrisClient(BaseClient):
                 return record[1].cause, record[1].error
         timeout = job.request.timeout if job.request is not None else None
         if view.state == "unschedulable":
-            reason = job.data.pending_reason or _reason(view)
+            reason = job.data.pending_reason or convert.pending_reason(view)
             why = view.error or "Iris cannot place the job"
             return None, f"{why}; {reason}" if reason else why
         if view.error == _IRIS_TIMEOUT and timeout is not None:
@@ -368,7 +346,7 @@ class IrisClient(BaseClient):
             with self._asking(f"status of {job.job_id}", job):
                 view = line.status(self.iris, data.wire)
             data.pending_at = time.monotonic()
-            data.pending_reason = _reason(view) or data.pending_reason
+            data.pending_reason = convert.pending_reason(view) or data.pending_reason
         return data.pending_reason
 
     def _cancel_attempt(self, job: JobRecord) -> float:
@@ -527,7 +505,7 @@ class IrisClient(BaseClient):
         for view in views:
             if view.parent:
                 children[view.parent].append(fray_job_id(view.job_id))
-        return [_listed(v, tuple(children.get(v.job_id, ()))) for v in views]
+        return [convert.job_info(v, tuple(children.get(v.job_id, ()))) for v in views]
 
     # -- actors ------------------------------------------------------------------------------
 
@@ -601,43 +579,9 @@ class IrisClient(BaseClient):
                 raw.shutdown()
 
 
-def _attempts(view: JobView) -> int:
-    """Attempts that started, from the job's counts (its tasks say it more exactly)."""
-    started = view.started_at is not None
-    ended = view.failures + view.preemptions
-    return max(ended + (started and job_status(view.state) is not JobStatus.FAILED), started)
-
-
 def _copy_counts(job: JobRecord, view: JobView) -> None:
     with job.lock:
         job.failures, job.preemptions = view.failures, view.preemptions
-        job.attempts = max(_attempts(view), job.attempts)
+        job.attempts = max(convert.attempts(view), job.attempts)
         job.started_at = view.started_at or job.started_at
         job.replicas = view.tasks or job.replicas
-
-
-def _reason(view: JobView) -> str | None:
-    """Iris's reason for not placing the job, on one line."""
-    reason = " ".join(view.pending_reason.split())
-    return reason if reason and reason != _NO_FEEDBACK_YET else None
-
-
-def _listed(view: JobView, children: tuple[str, ...]) -> JobInfo:
-    status = job_status(view.state)
-    return JobInfo(
-        job_id=fray_job_id(view.job_id),
-        name=view.job_id.rsplit("/", 1)[-1],
-        status=status,
-        attempts=_attempts(view),
-        preemptions=view.preemptions,
-        failures=view.failures,
-        error=view.error or None,
-        exit_code=view.exit_code if status.is_finished else None,
-        parent=fray_job_id(view.parent) if view.parent else None,
-        children=children,
-        replicas=max(view.tasks, 1),
-        submitted_at=view.submitted_at,
-        started_at=view.started_at,
-        finished_at=view.finished_at,
-        pending_reason=_reason(view) if status is JobStatus.PENDING else None,
-    )

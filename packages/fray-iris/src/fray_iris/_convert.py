@@ -1,7 +1,8 @@
 # pyright: standard
 """Every conversion between Fray's types and Iris's: requests to ``IrisClient.submit``'s
-arguments, Iris states to Fray statuses, Iris errors to Fray errors. ``line`` is the adapter
-of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11, ``_iris_0_2_227`` after).
+arguments, Iris states and jobs to Fray statuses and infos, Iris errors to Fray errors.
+``line`` is the adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11,
+``_iris_0_2_227`` after).
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from iris.cluster import constraints as ic
 from iris.cluster.constraints import Constraint
 from iris.cluster.types import CoschedulingConfig, ResourceSpec, gpu_device, tpu_device
 from iris.cluster.types import Entrypoint as IrisEntrypoint
-from iris.rpc import job_pb2
+from iris.rpc import controller_pb2, job_pb2
+from iris.rpc.controller_connect import ControllerServiceClientSync
 from rigging.timing import Duration
 
 from fray import (
     ANY_REGION,
     EnvironmentConfig,
     GpuConfig,
+    JobInfo,
     JobRequest,
     JobStatus,
     ResourceConfig,
@@ -37,6 +40,7 @@ from fray import (
 from fray.backend import capabilities_of
 from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
 from fray_iris._task import run_callable
+from fray_iris._views import JobView, fray_job_id
 
 IRIS_VERSION = importlib.metadata.version("marin-iris")
 if tuple(int(n) for n in IRIS_VERSION.split(".")[:3] if n.isdigit()) >= (0, 2, 21):
@@ -57,6 +61,8 @@ _STATES = {
     "unschedulable": JobStatus.FAILED,
     "killed": JobStatus.STOPPED,
 }
+_NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
+_PROBE_TIMEOUT_MS = 5_000
 PRIORITY_BANDS = {
     n: name.removeprefix("PRIORITY_BAND_").lower() for name, n in job_pb2.PriorityBand.items()
 }
@@ -67,6 +73,41 @@ def job_status(state: Any) -> JobStatus:
     number, or 0.2.227's ``JobState``); pending, building and unknown states are PENDING."""
     name = state if isinstance(state, str) else line.state_name(state)
     return _STATES.get(name.lower(), JobStatus.PENDING)
+
+
+def attempts(view: JobView) -> int:
+    """Attempts that started, from the job's counts (its tasks say it more exactly)."""
+    started = view.started_at is not None
+    ended = view.failures + view.preemptions
+    return max(ended + (started and job_status(view.state) is not JobStatus.FAILED), started)
+
+
+def pending_reason(view: JobView) -> str | None:
+    """Iris's reason for not placing the job, on one line."""
+    reason = " ".join(view.pending_reason.split())
+    return reason if reason and reason != _NO_FEEDBACK_YET else None
+
+
+def job_info(view: JobView, children: tuple[str, ...]) -> JobInfo:
+    """The ``JobInfo`` of a job listed by the controller (not submitted by this client)."""
+    status = job_status(view.state)
+    return JobInfo(
+        job_id=fray_job_id(view.job_id),
+        name=view.job_id.rsplit("/", 1)[-1],
+        status=status,
+        attempts=attempts(view),
+        preemptions=view.preemptions,
+        failures=view.failures,
+        error=view.error or None,
+        exit_code=view.exit_code if status.is_finished else None,
+        parent=fray_job_id(view.parent) if view.parent else None,
+        children=children,
+        replicas=max(view.tasks, 1),
+        submitted_at=view.submitted_at,
+        started_at=view.started_at,
+        finished_at=view.finished_at,
+        pending_reason=pending_reason(view) if status is JobStatus.PENDING else None,
+    )
 
 
 def to_resource_spec(resources: ResourceConfig) -> ResourceSpec:
@@ -264,6 +305,23 @@ def unreachable_reason(err: ConnectError, timeout_s: float = 5.0) -> str:
         if needle in lowered:
             return reason
     return text.split("\n", 1)[0][:200] or "unavailable"
+
+
+def probe(address: str) -> None:
+    """Asks the controller one question within 5 s, without Iris's 30 minutes of retries.
+
+    Raises:
+        FrayError: ``cannot reach the Iris controller at ...: <why>``.
+    """
+    stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
+    try:
+        stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
+    except ConnectError as err:
+        if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
+            why = unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
+            raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
+    finally:
+        stub.close()
 
 
 _INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}
