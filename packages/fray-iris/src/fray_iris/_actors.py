@@ -111,11 +111,9 @@ class IrisActorGroup(BaseActorGroup):
 
     def discover_new(self, target: int | None = None) -> list[Any]:
         """Ready actors not returned before; with ``target``, up to that many in all."""
-        if target is None:
-            return super().discover_new()
         self._refresh(0)
         with self._cond:
-            room = max(target - len(self._yielded), 0)
+            room = len(self._members) if target is None else max(target - len(self._yielded), 0)
             fresh = [
                 m
                 for m in self._members
@@ -176,16 +174,11 @@ class IrisActorGroup(BaseActorGroup):
         """SUCCEEDED (its shutdown_event) or FAILED with the error, where the actor stored
         how it ended."""
         store = self._owner.results
-        record = (
-            store.read(store.task_path(self._wire, index, "actor")) if store is not None else None
-        )
+        record = store.read(store.task_path(self._wire, index, "actor")) if store else None
         if record is None:
             return None
-        return (
-            (JobStatus.FAILED, record.cause)
-            if record.kind == "failed"
-            else (JobStatus.SUCCEEDED, None)
-        )
+        failed = record.kind == "failed"
+        return (JobStatus.FAILED, record.cause) if failed else (JobStatus.SUCCEEDED, None)
 
 
 def _task_end(name: str, task: Any) -> tuple[JobStatus, BaseException | None] | None:
@@ -334,8 +327,6 @@ class IrisActorHandle:
         rpc = self._rpc
         if rpc is not None:
             return rpc
-        if self.endpoint in _STOPPED:
-            raise self._died("its group was shut down")
         raw = _connection(self._controller)
         deadline = time.monotonic() + _RESOLVE_WAIT_S
         delay = 0.05

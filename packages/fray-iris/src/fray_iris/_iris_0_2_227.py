@@ -22,7 +22,6 @@ from rigging.secrets import SecretBehavior
 from fray.errors import InvalidRequestError
 from fray_iris._views import JobView, LogLine, TaskView
 
-VERSION = "0.2.227"
 FAILURE_BUDGET = True  # submit(max_task_failures=): failed attempts of the whole job
 CONTAINER_PROFILES: dict[str, int] = dict(job_pb2.ContainerProfile.items())
 CLUSTER_KEY: str | None = CLUSTER_CONSTRAINT_KEY
