@@ -34,6 +34,7 @@ from iris.client.client import get_iris_ctx
 from iris.cluster.types import JobName
 from iris.rpc import actor_pb2
 from iris.rpc.actor_connect import ActorServiceClientSync
+from pyqwest import SyncClient, SyncHTTPTransport
 
 from fray import ActorConfig, ActorContext, Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.backend import (
@@ -261,6 +262,7 @@ class IrisActorHandle:
         self._controller = controller
         self._retries = retries
         self._rpc: Any = None
+        self._interrupted = False
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending = 0
@@ -342,7 +344,12 @@ class IrisActorHandle:
                 raise self._died(f"its endpoint did not come back within {_RESOLVE_WAIT_S}s")
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-        self._rpc = ActorServiceClientSync(address=found, timeout_ms=None, accept_compression=[])
+        # After an interruption, new connections: the shared pool may still hold one to the
+        # dead process, and a call written to it fails as if the new process had died.
+        http = SyncClient(SyncHTTPTransport()) if self._interrupted else None
+        self._rpc = ActorServiceClientSync(
+            address=found, timeout_ms=None, accept_compression=[], http_client=http
+        )
         return self._rpc
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -364,7 +371,7 @@ class IrisActorHandle:
                 # Unreachable (gone for good, restarting, or not yet listening on a loaded
                 # machine): retry while its task lives, for a while. Any other failure means
                 # the actor may have run the call: send it again only with retries left.
-                self._rpc = None
+                self._rpc, self._interrupted = None, True
                 gone = self._gone()
                 if gone is not None:
                     raise self._died(gone) from err
