@@ -333,18 +333,8 @@ def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refuse
         assert to_iris_request(chosen)["container_profile"] == number
 
 
-def _environment(**fields: object) -> object:
-    """An environment with the fields fray-core's EnvironmentConfig is getting (secrets,
-    secret_behavior, setup_scripts, sync_packages); the conversion reads them by name."""
-    import types
-
-    defaults: dict[str, object] = {
-        "secrets": {},
-        "secret_behavior": None,
-        "setup_scripts": None,
-        "sync_packages": None,
-    }
-    return types.SimpleNamespace(**{**defaults, **fields})
+def _environment(**fields: Any) -> EnvironmentConfig:
+    return EnvironmentConfig(**fields)
 
 
 @pytest.mark.skipif(not line.FAILURE_BUDGET, reason="marin-iris 0.2.227 delivers secrets")

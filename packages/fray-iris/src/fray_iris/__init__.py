@@ -1,15 +1,6 @@
-"""Fray's Iris backend: run Fray jobs and actors on an Iris cluster (marin-iris).
-
-    from fray import Entrypoint, JobRequest
-    from fray_iris import IrisClient
-
-    with IrisClient("127.0.0.1:10000") as client:
-        job = client.submit(JobRequest(name="hello", entrypoint=Entrypoint.from_callable(print)))
-        job.wait()
-
-``FRAY_CLIENT_SPEC=iris://host:port`` selects this backend for ``fray.current_client()``;
-inside an Iris job it is chosen without a spec. The names load on first use: every Iris task
-imports ``fray_iris._task``, which must not pull in the Iris client.
+"""Fray's Iris backend: Fray jobs and actors on an Iris cluster (marin-iris), chosen by
+``FRAY_CLIENT_SPEC=iris://host:port`` or, inside an Iris job, without a spec. The names load
+on first use: every Iris task imports ``fray_iris._task``, which must not pull in the client.
 """
 
 from __future__ import annotations
@@ -53,22 +44,11 @@ __all__ = [
     "wrap_nsys",
 ]
 
-# Where each name lives: the predecessor's names (``fray.iris_backend``) in _predecessor.
-_LAZY = dict.fromkeys(__all__, "fray_iris._predecessor")
-_LAZY.update(
-    IrisActorFuture="fray_iris._actors",
-    IrisActorGroup="fray_iris._actors",
-    IrisActorHandle="fray_iris._actors",
-    IrisClient="fray_iris._client",
-    IrisJobHandle="fray_iris._client",
-)
-
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'fray_iris' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module("fray_iris._predecessor"), name)  # has them all
     globals()[name] = value
     return value
 

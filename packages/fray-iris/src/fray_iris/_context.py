@@ -1,6 +1,5 @@
-"""Whether this process runs in an Iris context: fray-core asks every time
-``fray.current_client()`` has no explicit client and no spec. It imports nothing of Iris's
-(an Iris context set with ``iris_ctx_scope`` means the Iris client is already imported)."""
+"""Whether this process runs in an Iris context (fray-core asks whenever it has no client and
+no spec). It imports nothing of Iris's: a context set with ``iris_ctx_scope`` means it is."""
 
 from __future__ import annotations
 

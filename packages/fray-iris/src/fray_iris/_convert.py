@@ -1,8 +1,7 @@
 # pyright: standard
-"""Every conversion between Fray's types and Iris's: requests to ``IrisClient.submit``'s
-arguments, Iris states and jobs to Fray statuses and infos, Iris errors to Fray errors.
-``line`` is the adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11,
-``_iris_0_2_227`` after).
+"""Conversions between Fray's types and Iris's: requests to ``IrisClient.submit``'s
+arguments, Iris jobs to Fray statuses and infos, Iris errors to Fray errors. ``line`` is the
+adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11, else 0.2.227's).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from iris.client import JobAlreadyExists as IrisJobAlreadyExists
 from iris.cluster import constraints as ic
-from iris.cluster.constraints import Constraint
 from iris.cluster.types import CoschedulingConfig, ResourceSpec, gpu_device, tpu_device
 from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.rpc import controller_pb2, job_pb2
@@ -39,6 +37,7 @@ from fray import (
 )
 from fray.backend import capabilities_of
 from fray.errors import FrayError, InvalidRequestError, JobAlreadyExistsError, JobNotFoundError
+from fray_iris._iris_0_2_20 import NEWER
 from fray_iris._task import run_callable
 from fray_iris._views import JobView, fray_job_id
 
@@ -50,8 +49,6 @@ else:
 
 
 IRIS = capabilities_of("iris")  # what Iris refuses in a request
-
-NEWER = "marin-iris 0.2.227 (Python >= 3.12)"
 
 _STATES = {
     "running": JobStatus.RUNNING,
@@ -69,8 +66,7 @@ PRIORITY_BANDS = {
 
 
 def job_status(state: Any) -> JobStatus:
-    """Fray's status for an Iris job state (its lower-case name, a ``job_pb2.JobState``
-    number, or 0.2.227's ``JobState``); pending, building and unknown states are PENDING."""
+    """Fray's status for an Iris state (its name, number or 0.2.227 ``JobState``), or PENDING."""
     name = state if isinstance(state, str) else line.state_name(state)
     return _STATES.get(name.lower(), JobStatus.PENDING)
 
@@ -123,14 +119,13 @@ def to_resource_spec(resources: ResourceConfig) -> ResourceSpec:
     )
 
 
-def to_constraints(resources: ResourceConfig) -> list[Constraint]:
-    """Placement constraints: non-preemptible capacity, regions (``[ANY_REGION]``: any, not
-    the parent's), zone, target cluster, device variants."""
-    constraints: list[Constraint] = []
+def to_constraints(resources: ResourceConfig) -> list[ic.Constraint]:
+    """Placement: preemptible, regions (``[ANY_REGION]``: not the parent's), zone, cluster..."""
+    constraints: list[ic.Constraint] = []
     if not resources.preemptible:
         constraints.append(ic.preemptible_constraint(False))
     if resources.regions == (ANY_REGION,):
-        constraints.append(_newer("ResourceConfig.regions", [ANY_REGION], line.any_region()))
+        constraints.append(_newer("ResourceConfig.regions", [ANY_REGION], line.ANYWHERE))
     elif resources.regions:
         constraints.append(ic.region_constraint(list(resources.regions)))
     if resources.zone:
@@ -138,7 +133,7 @@ def to_constraints(resources: ResourceConfig) -> list[Constraint]:
     if resources.target_cluster:
         key = _newer("ResourceConfig.target_cluster", resources.target_cluster, line.CLUSTER_KEY)
         constraints.append(
-            Constraint.create(key=key, op=ic.ConstraintOp.EQ, value=resources.target_cluster)
+            ic.Constraint.create(key=key, op=ic.ConstraintOp.EQ, value=resources.target_cluster)
         )
     device = resources.device
     if resources.device_alternatives and isinstance(device, TpuConfig | GpuConfig):
@@ -157,8 +152,7 @@ def _newer(field: str, value: Any, found: Any, allowed: str = "its default") -> 
 
 
 def to_coscheduling(resources: ResourceConfig, replicas: int = 1) -> CoschedulingConfig | None:
-    """Gang placement: a TPU type of several VMs by slice (``tpu-name``); with ``replicas``
-    > 1, several GPU nodes on the topology level Iris picks for the GPU type."""
+    """Gang placement: a multi-VM TPU by slice; ``replicas`` > 1 GPU nodes on Iris's level."""
     device = resources.device
     if isinstance(device, TpuConfig) and device.vm_count() > 1:
         return CoschedulingConfig(group_by="tpu-name")
@@ -196,9 +190,7 @@ def to_container_profile(resources: ResourceConfig) -> int:
 
 
 def to_iris_request(request: JobRequest) -> dict[str, Any]:
-    """``iris.client.IrisClient.submit``'s keyword arguments but the entrypoint and the name
-    (only what this line takes). What :data:`IRIS` refuses is refused first, then what the
-    installed line cannot express."""
+    """``IrisClient.submit``'s keyword arguments but the entrypoint and the name."""
     IRIS.check(request)
     resources, environment = request.resources, request.environment
     if request.priority and request.priority not in PRIORITY_BANDS:
@@ -225,8 +217,7 @@ def to_iris_request(request: JobRequest) -> dict[str, Any]:
 
 
 def to_task_failure_budget(request: JobRequest) -> int | None:
-    """Iris's job-wide ``max_task_failures`` (0.2.227 fails a job once its failed attempts
-    exceed it); Fray's 0 asks for ``replicas × max_retries_failure``, as on 0.2.20."""
+    """Iris's job-wide ``max_task_failures``; Fray's 0: ``replicas × max_retries_failure``."""
     if not line.FAILURE_BUDGET:
         _newer(
             "max_task_failures", request.max_task_failures, not request.max_task_failures, "only 0"
@@ -240,8 +231,7 @@ def _duration(seconds: float | None) -> Duration | None:
 
 
 def ship_code_by_value(obj: Any) -> None:
-    """Pickles the module defining ``obj`` by value where raw Iris would for the callable it
-    is given: ``__main__``, modules outside a package, and test folders."""
+    """Pickles ``obj``'s module by value where raw Iris would: ``__main__``, no package, tests."""
     import cloudpickle
 
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
@@ -254,8 +244,7 @@ def ship_code_by_value(obj: Any) -> None:
 
 
 def to_iris_entrypoint(request: JobRequest, results_url: str | None) -> IrisEntrypoint:
-    """A callable runs through Fray's task wrapper (``_task.run_callable``), which stores
-    its value at ``results_url``; a command runs as it is."""
+    """A callable runs in ``_task.run_callable`` (which stores its value), a command as it is."""
     entry = request.entrypoint
     if entry.callable is None:
         assert entry.command is not None
@@ -268,9 +257,8 @@ def to_iris_entrypoint(request: JobRequest, results_url: str | None) -> IrisEntr
 
 
 def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
-    """A local Iris worker rewrites every argument that starts with a mount path (``/tmp``
-    becomes the task's temp dir): a program really under ``/tmp`` here runs through
-    ``/bin/sh -c "exec ..."``, whose argument is left alone."""
+    """A local Iris worker rewrites arguments under a mount path (``/tmp``): a program really
+    under ``/tmp`` here runs through ``/bin/sh -c "exec ..."``, whose argument is left alone."""
     argv = list(argv)
     if any(arg.startswith("/tmp/") and os.path.exists(arg) for arg in argv):
         return ["/bin/sh", "-c", "exec " + shlex.join(argv)]
@@ -278,9 +266,7 @@ def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def never_sent(err: ConnectError) -> bool:
-    """Whether an RPC failed before its request left (refused, unresolvable); any other
-    failure (a connection reset after sending: the server killed mid-call) may have reached
-    the server."""
+    """Whether an RPC failed before its request left; any other (a reset) may have reached it."""
     if err.code is not Code.UNAVAILABLE:
         return False
     cause = err.__cause__
@@ -308,20 +294,14 @@ def unreachable_reason(err: ConnectError, timeout_s: float = 5.0) -> str:
 
 
 def probe(address: str) -> None:
-    """Asks the controller one question within 5 s, without Iris's 30 minutes of retries.
-
-    Raises:
-        FrayError: ``cannot reach the Iris controller at ...: <why>``.
-    """
-    stub = ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS)
-    try:
-        stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
-    except ConnectError as err:
-        if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
-            why = unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
-            raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
-    finally:
-        stub.close()
+    """Asks the controller one question within 5 s (not Iris's 30 minutes of retries)."""
+    with ControllerServiceClientSync(address=address, timeout_ms=_PROBE_TIMEOUT_MS) as stub:
+        try:
+            stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
+        except ConnectError as err:
+            if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
+                why = unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
+                raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
 
 
 _INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}

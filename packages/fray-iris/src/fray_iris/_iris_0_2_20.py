@@ -1,11 +1,8 @@
 # pyright: standard
-"""The marin-iris 0.2.20 line (the newest on Python 3.11), through its public ``IrisClient``;
-the functions ``_views`` lists.
-
-Private names (nothing public does the same): ``IrisClient._cluster_client``, for many jobs'
-states in one call (``get_job_states``: the watcher's one question a round) and endpoints by
-name prefix (``list_endpoints``: an actor group's members in one call), and its ``_address``
-(the controller of a wrapped client).
+"""The marin-iris 0.2.20 line (the newest on Python 3.11) through its public ``IrisClient``,
+but where nothing public does the same: ``IrisClient._cluster_client`` for many jobs' states
+in one call (the watcher's one question a round; also on 0.2.227) and endpoints by prefix (a
+group's members), and its ``_address`` (the controller of a wrapped client; also 0.2.227).
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ from iris.client import IrisClient
 from iris.cluster.types import EnvironmentSpec, JobName
 from iris.rpc import job_pb2
 
+from fray import EnvironmentConfig
 from fray.errors import InvalidRequestError
 from fray_iris._views import JobView, LogLine, TaskView
 
@@ -25,11 +23,7 @@ FAILURE_BUDGET = False  # submit() has no job-wide max_task_failures
 CONTAINER_PROFILES: dict[str, int] = {}
 CLUSTER_KEY: str | None = None  # no worker attribute names the cluster
 ACTOR_NOT_FOUND = frozenset({"NotFound"})  # the actor server's error_type for an unknown name
-
-
-def any_region() -> Any:
-    """None: no ANY region on this line (its region constraints take EQ and IN only)."""
-    return None
+ANYWHERE = None  # no ANY region on this line (its region constraints take EQ and IN only)
 
 
 def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
@@ -41,22 +35,13 @@ def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
 def environment(
     pip_packages: list[str] | None, env_vars: dict[str, str], extras: list[str] | None, config: Any
 ) -> EnvironmentSpec:
-    """Refuses what this line cannot deliver: explicit secrets, setup scripts, a package sync
-    scope, and ``isolate`` (it forwards ``HF_TOKEN`` and ``WANDB_API_KEY`` itself)."""
-    behavior = getattr(config, "secret_behavior", None)
-    behavior = str(getattr(behavior, "value", behavior) or "inherit")
-    for field, value, allowed in (
-        ("secrets", getattr(config, "secrets", None), "an empty map"),
-        ("setup_scripts", getattr(config, "setup_scripts", None), "None"),
-        ("sync_packages", getattr(config, "sync_packages", None), "None"),
-        ("secret_behavior", None if behavior == "inherit" else behavior, "'inherit'"),
-    ):
-        if value or (value is not None and field == "setup_scripts"):
-            raise InvalidRequestError.for_field(
-                f"EnvironmentConfig.{field}",
-                "<hidden>" if field == "secrets" else value,
-                f"{allowed} with marin-iris {VERSION}: it needs {NEWER}",
-            )
+    """Refuses what this line cannot deliver (it forwards HF_TOKEN and WANDB_API_KEY itself)."""
+    default = EnvironmentConfig()
+    for field in ("secrets", "setup_scripts", "sync_packages", "secret_behavior"):
+        if getattr(config, field) != getattr(default, field):
+            value = "<hidden>" if field == "secrets" else getattr(config, field)
+            allowed = f"{getattr(default, field)!r} with marin-iris {VERSION}: it needs {NEWER}"
+            raise InvalidRequestError.for_field(f"EnvironmentConfig.{field}", value, allowed)
     return EnvironmentSpec(pip_packages=pip_packages, env_vars=env_vars, extras=extras)
 
 
@@ -69,19 +54,10 @@ def _seconds(ts: Any) -> float | None:
 
 
 def _view(p: job_pb2.JobStatus) -> JobView:
-    return JobView(
-        p.job_id,
-        state_name(p.state),
-        p.error,
-        p.exit_code,
-        p.failure_count,
-        p.preemption_count,
-        _seconds(p.submitted_at),
-        _seconds(p.started_at),
-        _seconds(p.finished_at),
-        p.pending_reason,
-        p.task_count,
-    )
+    counts = (p.exit_code, p.failure_count, p.preemption_count)
+    times = (_seconds(p.submitted_at), _seconds(p.started_at), _seconds(p.finished_at))
+    rest = (p.pending_reason, p.task_count)
+    return JobView(p.job_id, state_name(p.state), p.error, *counts, *times, *rest)
 
 
 def states(raw: IrisClient, wires: list[JobName]) -> dict[str, str]:

@@ -1,12 +1,7 @@
 # pyright: standard, reportMissingImports=false, reportAttributeAccessIssue=false, reportCallIssue=false
 # (pyright runs in the Python 3.11 environment, where marin-iris is 0.2.20.)
-"""The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today), through
-its public ``IrisClient`` and ``Job`` objects; the functions ``_views`` lists.
-
-Private names (nothing public does the same): ``IrisClient._cluster_client``, for many jobs'
-states in one call (``get_job_states``: the watcher's one question a round; the public
-``job_state`` asks about one job), and its ``_address`` (the controller of a wrapped client).
-"""
+"""The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today) through its
+public ``IrisClient`` and ``Job``; ``states`` and ``controller_address`` are 0.2.20's."""
 
 from __future__ import annotations
 
@@ -19,41 +14,32 @@ from iris.cluster.types import EnvironmentSpec, JobName
 from iris.rpc import job_pb2
 from rigging.secrets import SecretBehavior
 
-from fray.errors import InvalidRequestError
+from fray_iris._iris_0_2_20 import controller_address as controller_address
+from fray_iris._iris_0_2_20 import states as states
 from fray_iris._views import JobView, LogLine, TaskView
 
 FAILURE_BUDGET = True  # submit(max_task_failures=): failed attempts of the whole job
 CONTAINER_PROFILES: dict[str, int] = dict(job_pb2.ContainerProfile.items())
 CLUSTER_KEY: str | None = CLUSTER_CONSTRAINT_KEY
-# The actor server's error_type for an unknown method or actor ("unavailable" means an actor
-# not registered yet, which a retry may find).
+# The actor server's error_type for an unknown method or actor (not "unavailable": not yet).
 ACTOR_NOT_FOUND = frozenset({"not_found"})
-any_region = any_region_constraint  # anywhere, not in the parent job's region
+ANYWHERE = any_region_constraint()  # any region, not the parent job's
 gpu_gang_level = gpu_gang_coscheduling_level  # NVLink racks for GB200/GB300, else leaf group
 
 
 def environment(
     pip_packages: list[str] | None, env_vars: dict[str, str], extras: list[str] | None, config: Any
 ) -> EnvironmentSpec:
-    """With the secrets (delivered as files), how they combine with the submitter's
-    (``inherit`` or ``isolate``), the setup scripts (``None``: Iris's default uv sync, ``[]``:
-    none) and the packages that sync covers."""
-    behavior = getattr(config, "secret_behavior", None) or SecretBehavior.INHERIT
-    try:
-        behavior = SecretBehavior(str(getattr(behavior, "value", behavior)))
-    except ValueError:
-        raise InvalidRequestError.for_field(
-            "EnvironmentConfig.secret_behavior", behavior, "'inherit' or 'isolate'"
-        ) from None
-    scripts = getattr(config, "setup_scripts", None)
+    """With secrets (files), ``inherit``/``isolate``, setup scripts (``None``: uv sync), scope."""
+    scripts = config.setup_scripts
     return EnvironmentSpec(
         pip_packages=pip_packages,
         env_vars=env_vars,
-        secrets=dict(getattr(config, "secrets", None) or {}),
-        secret_behavior=behavior,
+        secrets=dict(config.secrets),
+        secret_behavior=SecretBehavior(config.secret_behavior),
         extras=extras,
         setup_scripts=list(scripts) if scripts is not None else None,
-        sync_packages=list(getattr(config, "sync_packages", None) or []),
+        sync_packages=list(config.sync_packages),
     )
 
 
@@ -69,23 +55,10 @@ def _seconds(ts: Any) -> float | None:
 
 
 def _view(s: Any) -> JobView:
-    return JobView(
-        s.job_id.to_wire(),
-        s.state.value,
-        s.error_message,
-        s.exit_code,
-        s.failure_count,
-        s.preemption_count,
-        _seconds(s.submitted_at),
-        _seconds(s.started_at),
-        _seconds(s.finished_at),
-        s.pending_reason,
-        s.task_count,
-    )
-
-
-def states(raw: IrisClient, wires: list[JobName]) -> dict[str, str]:
-    return {k: state_name(v) for k, v in raw._cluster_client.get_job_states(wires).items()}
+    counts = (s.exit_code, s.failure_count, s.preemption_count)
+    times = (_seconds(s.submitted_at), _seconds(s.started_at), _seconds(s.finished_at))
+    rest = (s.pending_reason, s.task_count)
+    return JobView(s.job_id.to_wire(), s.state.value, s.error_message, *counts, *times, *rest)
 
 
 def status(raw: IrisClient, wire: JobName) -> JobView:
@@ -123,10 +96,3 @@ def endpoint(raw: IrisClient, wire: JobName, name: str) -> str | None:
     del wire
     found = raw.list_endpoint_instances(name)
     return found[0].address if found else None
-
-
-def controller_address(raw: Any) -> str | None:
-    try:
-        return str(raw._cluster_client._address)
-    except AttributeError:  # not a remote client
-        return None

@@ -1,7 +1,7 @@
 # pyright: standard
-"""The predecessor's ``fray.iris_backend`` names over fray-iris's own: its client
-(``FrayIrisClient``) and the helpers its users call to build requests for raw Iris, taking
-what callers of either predecessor line pass. Not on Fray's submit path."""
+"""Every public name of ``fray_iris``: its client and handles, and the predecessor's
+``fray.iris_backend`` names over them (``FrayIrisClient``, the helpers its users call to build
+requests for raw Iris, taking what either predecessor line passes). Not on the submit path."""
 
 from __future__ import annotations
 
@@ -25,17 +25,13 @@ from fray import (
     TpuConfig,
 )
 from fray.errors import BackendUnavailableError, InvalidRequestError
+from fray_iris import _convert as convert
+from fray_iris._actors import IrisActorFuture as IrisActorFuture
+from fray_iris._actors import IrisActorGroup as IrisActorGroup
+from fray_iris._actors import IrisActorHandle as IrisActorHandle
 from fray_iris._client import IrisClient
-from fray_iris._convert import (
-    IRIS_VERSION,
-    NEWER,
-    job_status,
-    to_constraints,
-    to_container_profile,
-    to_coscheduling,
-    to_environment,
-    to_resource_spec,
-)
+from fray_iris._client import IrisJobHandle as IrisJobHandle
+from fray_iris._iris_0_2_20 import NEWER
 
 NSYS_TASKS_ENV = "IRIS_NSYS_TASKS"
 """Selects the tasks :func:`wrap_nsys` runs under Nsight Systems: ``first``, ``all``, or
@@ -64,14 +60,14 @@ class FrayIrisClient(IrisClient):
 
 
 # The predecessor's names for fray-iris's own conversions.
-convert_resources = to_resource_spec
-convert_constraints = to_constraints
-convert_container_profile = to_container_profile
+convert_resources = convert.to_resource_spec
+convert_constraints = convert.to_constraints
+convert_container_profile = convert.to_container_profile
 
 
 def map_iris_job_state(iris_state: Any) -> JobStatus:
     """Fray's status for an Iris job state (a ``job_pb2`` number, or 0.2.227's ``JobState``)."""
-    return job_status(iris_state)
+    return convert.job_status(iris_state)
 
 
 def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
@@ -86,31 +82,24 @@ def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
 def convert_environment(
     env: EnvironmentConfig | None, device: DeviceConfig | None = None
 ) -> EnvironmentSpec | None:
-    """Iris's ``EnvironmentSpec``: ``env`` over the device's default variables; ``None`` when
-    there is neither an environment nor a device variable."""
-    env_vars = dict(device.default_env_vars()) if device is not None else {}
-    if env is not None:
-        env_vars.update(env.env_vars)
-    if env is None and not env_vars:
-        return None
-    return to_environment(env, env_vars)
+    """Iris's ``EnvironmentSpec``: ``env`` over the device's default variables, or ``None``."""
+    env_vars = {**(device.default_env_vars() if device else {}), **(env.env_vars if env else {})}
+    return convert.to_environment(env, env_vars) if env is not None or env_vars else None
 
 
 def resolve_coscheduling(resources: ResourceConfig | DeviceConfig, replicas: int) -> Any:
-    """How Iris places the ``replicas`` tasks of one job together, or ``None``; takes a
-    ``ResourceConfig`` (0.2.227) or its device alone (0.2.20)."""
+    """How Iris places ``replicas`` tasks together, for a ``ResourceConfig`` or a device."""
     if not isinstance(resources, ResourceConfig):
         if not isinstance(resources, CpuConfig | GpuConfig | TpuConfig):
             raise InvalidRequestError.for_field(
                 "resources", resources, "a ResourceConfig, or a CpuConfig, GpuConfig or TpuConfig"
             )
         resources = ResourceConfig(device=resources)
-    return to_coscheduling(resources, replicas) if replicas > 1 else None
+    return convert.to_coscheduling(resources, replicas) if replicas > 1 else None
 
 
 def wrap_nsys(entrypoint: IrisEntrypoint) -> IrisEntrypoint:
-    """``entrypoint`` under Nsight Systems (``iris.hooks.nsys_main``, marin-iris 0.2.227)
-    when ``IRIS_NSYS_TASKS`` is set, else ``entrypoint`` itself."""
+    """``entrypoint`` under Nsight Systems (marin-iris 0.2.227) if ``IRIS_NSYS_TASKS`` is set."""
     tasks = os.environ.get(NSYS_TASKS_ENV)
     if not tasks:
         return entrypoint
@@ -130,9 +119,11 @@ def wrap_nsys(entrypoint: IrisEntrypoint) -> IrisEntrypoint:
 def wrap_multiprocess(
     entrypoint: IrisEntrypoint, resources: ResourceSpec | ResourceConfig, processes_per_task: int
 ) -> IrisEntrypoint:
-    """``entrypoint`` under Iris's multi-GPU supervisor (``iris.jax.multigpu``, marin-iris
-    0.2.227): ``processes_per_task`` processes per task, each with its share of the GPUs."""
-    spec = to_resource_spec(resources) if isinstance(resources, ResourceConfig) else resources
+    """``entrypoint`` under Iris's multi-GPU supervisor (marin-iris 0.2.227): that many
+    processes per task, each with its share of the GPUs."""
+    spec = (
+        convert.to_resource_spec(resources) if isinstance(resources, ResourceConfig) else resources
+    )
     multigpu = _newer_module("iris.jax.multigpu", "processes_per_task > 1")
     try:
         hook = multigpu.build_multigpu_hook(spec, processes_per_task)
@@ -156,5 +147,6 @@ def _newer_module(name: str, what: str) -> Any:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:
         raise BackendUnavailableError(
-            f"{what} needs {name}, which marin-iris {IRIS_VERSION} does not have: install {NEWER}"
+            f"{what} needs {name}, which marin-iris {convert.IRIS_VERSION} does not have: "
+            f"install {NEWER}"
         ) from err

@@ -1,9 +1,7 @@
 # pyright: standard
-"""What runs inside an Iris task around a job's callable (the actor host is
-``_actors.host_actor``), and the results store where tasks keep what Iris discards: return
-values, errors and how actors ended. Iris pickles :func:`run_callable` by reference, so
-every task imports this module: it imports neither Fray nor the Iris client, which would
-cost each task start hundreds of milliseconds.
+"""What runs in an Iris task around a job's callable, and the results store for what Iris
+discards (return values, errors, how actors ended). Every task imports this module, so it
+imports neither Fray nor the Iris client: each would cost a task start 100s of milliseconds.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
 
 def enter_task(results_url: str | None) -> tuple[str, int]:
-    """Sets Fray's env for this task from Iris's (``IRIS_TASK_ID`` is
-    ``/<user>/<job...>/<index>[:<attempt>]``); returns (job wire id, task index)."""
+    """Sets Fray's env for this task from Iris's; returns (job wire id, task index)."""
     raw = os.environ.get("IRIS_TASK_ID", "")
     job_wire, _, index = raw.split(":", 1)[0].rstrip("/").rpartition("/")
     if not job_wire or not index.isdigit():
@@ -46,10 +43,8 @@ def run_callable(
     results_url: str | None,
     tpu: tuple[str, int] | None = None,
 ) -> None:
-    """Runs a job's callable and stores its return value or exception in the results store;
-    the exception is raised again, so Iris sees the failure. The replicas of a TPU job
-    (``tpu``: the slice type and its VM count) get ``TPU_WORKER_ID`` and
-    ``TPU_ACCELERATOR_TYPE``, where the machine has not set them."""
+    """Runs a job's callable and stores its value or exception (raised again, for Iris). A TPU
+    job's replicas (``tpu``: type, VMs) get ``TPU_WORKER_ID``, ``TPU_ACCELERATOR_TYPE`` if unset."""
     job_wire, index = enter_task(results_url)
     if tpu is not None:
         os.environ.setdefault("TPU_WORKER_ID", str(index % tpu[1]))
@@ -89,9 +84,8 @@ def is_loopback(address: str | None) -> bool:
 
 
 def serving_hosts(info: Any) -> tuple[str, str]:
-    """Where a server in this task listens and the address it is reached at: loopback for a
-    controller on this machine, else ``IRIS_BIND_HOST`` (default every interface) and the
-    task's advertised host."""
+    """Where a server here listens and is reached: loopback for a local controller, else
+    ``IRIS_BIND_HOST`` (default every interface) and the advertised host."""
     if is_loopback(info.controller_address):
         return "127.0.0.1", "127.0.0.1"
     return os.environ.get("IRIS_BIND_HOST", "0.0.0.0"), info.advertise_host
@@ -104,9 +98,8 @@ def default_local_results_url() -> str:
 
 
 class ResultStore:
-    """Records under one fsspec URL (``<job wire id>/task-<index>.pkl``: ``("ok", value)``
-    or ``("error", Outcome)``; ``.../actor-<index>.pkl``: an ``Outcome``); local files are
-    written 0600 in 0700 folders."""
+    """Records under one fsspec URL (``<job wire id>/task-<i>.pkl``: ``("ok", value)`` or
+    ``("error", Outcome)``; ``actor-<i>.pkl``: an ``Outcome``); local files 0600 in 0700 folders."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
@@ -114,8 +107,7 @@ class ResultStore:
         self._local = local if "://" not in local else None
 
     def task_path(self, job_wire: str, index: int, leaf: str = "task") -> str:
-        """Where replica ``index`` of the job (``leaf="actor"``: actor ``index`` of a group)
-        stores its record."""
+        """Where replica ``index`` (``"actor"``: actor ``index`` of a group) stores its record."""
         tail = f"{job_wire.strip('/')}/{leaf}-{index}.pkl"
         return f"{self.url}/{tail}" if self._local is None else os.path.join(self._local, tail)
 

@@ -1,13 +1,7 @@
-"""What the controller says about jobs, tasks and output, in one shape on every Iris line.
-
-Each line's adapter (``_iris_0_2_20``, ``_iris_0_2_227``) builds these from its own types in
-the same functions of a raw ``iris.client.IrisClient``: ``states`` (many jobs', by wire id,
-in one call; unknown jobs left out), ``status``, ``tasks``, ``jobs`` (by wire-id prefix),
-``terminate`` (Iris stops the children too), ``logs`` (the job's and its descendants', oldest
-first; with ``tail``, the last ``max_lines``), ``endpoints`` (names by prefix), ``endpoint``
-(an absolute name's address, or ``None``), ``controller_address`` (``None`` where unknown),
-``state_name`` and ``environment``. States are Iris's names in lower case (``pending``,
-``running``, ``killed``, ``unschedulable``...).
+"""What the controller says about jobs, tasks and output, in one shape on every Iris line:
+each line's adapter builds these in the same functions (``states``, ``status``, ``tasks``,
+``jobs`` by wire-id prefix, ``terminate``, ``logs`` with descendants', ``endpoints`` by
+prefix, ``endpoint``...). States are Iris's names in lower case (``running``, ``killed``...).
 """
 
 from __future__ import annotations
