@@ -1,17 +1,7 @@
 # pyright: standard
-"""Actor groups on Iris: a group is one Iris job with an ``actor`` port per replica, and a
-handle is the name of one actor's endpoint.
-
-Each replica runs :func:`host_actor`, which serves its actor with Iris's actor server under
-the endpoint ``<group job id>/<group>-<index>``. The group learns its members' states by
-asking: the endpoints registered, the ends stored in the results store, and the state of the
-hosting job and its tasks.
-
-A handle pickles as its endpoint name and its job; it resolves lazily, from the current Iris
-context inside a job or a connection to the controller outside one, and again after the
-actor restarts (a new process, a new address). Calls through one handle run in order. A
-call that never reached the actor is sent again while the actor's task lives; one the actor
-may have started (its process killed mid-call) only while ``max_task_retries`` allows.
+"""Actor groups on Iris: one Iris job whose replicas each serve one actor (:func:`host_actor`)
+as the endpoint ``<job id>/<group>-<index>``. A handle pickles as that endpoint name and
+resolves it lazily, again after the actor restarts; calls through one handle run in order.
 """
 
 from __future__ import annotations
@@ -36,7 +26,7 @@ from iris.rpc import actor_pb2
 from iris.rpc.actor_connect import ActorServiceClientSync
 from pyqwest import SyncClient, SyncHTTPTransport
 
-from fray import ActorConfig, ActorContext, Entrypoint, JobRequest, JobStatus, ResourceConfig
+from fray import ActorConfig, ActorContext, JobStatus
 from fray.backend import (
     ActorMember,
     BaseActorGroup,
@@ -53,48 +43,15 @@ from fray_iris._views import FINISHED, TASK_FINISHED
 _LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
 _LOOK_MAX_S = 0.5
 _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
-_UNLIMITED_RETRIES = 1000  # Iris's retries for "restart without limit"
 _EXIT_DELAY_S = 0.5  # lets the call that ended an actor send its answer
 _STOPPED: set[str] = set()  # endpoints of groups shut down from this process
 _RESOLVE_WAIT_S = 300.0  # how long a handle waits for a restarting actor to come back
 _UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
-
-
-def actor_job(
-    actor_class: type[Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    name: str,
-    count: int,
-    resources: ResourceConfig,
-    config: ActorConfig,
-    client: Any,
-) -> JobRequest:
-    """The request of an actor group's job: each replica runs :func:`host_actor`. A dead
-    actor restarts as on Ray, ``config.max_restarts`` times (-1: without limit; ``None``:
-    without limit where preemptible, else never), as Iris retries of its task; one attempt
-    more only stores that it died and exits 0, so Iris does not stop the other actors."""
-    restarts = config.max_restarts
-    if restarts is None:
-        restarts = -1 if resources.preemptible else 0
-    retries = _UNLIMITED_RETRIES if restarts < 0 else restarts + 1
-    task_args = (actor_class, tuple(args), dict(kwargs), name, config, restarts, client.results_url)
-    return JobRequest(
-        name=name,
-        entrypoint=Entrypoint.from_callable(host_actor, task_args),
-        resources=resources.model_copy(update={"replicas": 1}),
-        replicas=count,
-        max_retries_failure=retries,
-        max_retries_preemption=retries,
-        priority=config.priority,
-    )
+End = tuple[JobStatus, BaseException | None]
 
 
 class IrisActorGroup(BaseActorGroup):
-    """``count`` actors served by one Iris job; see ``fray.ActorGroup``. An actor is
-    RUNNING while its endpoint is registered and its task runs, PENDING while it restarts,
-    and ends as it stored (SUCCEEDED, or FAILED with its error), FAILED when its task ended
-    without storing, or FAILED or STOPPED with the job."""
+    """``count`` actors served by one Iris job; see ``fray.ActorGroup`` (PENDING: restarting)."""
 
     polls = True
 
@@ -115,11 +72,8 @@ class IrisActorGroup(BaseActorGroup):
         self._refresh(0)
         with self._cond:
             room = len(self._members) if target is None else max(target - len(self._yielded), 0)
-            fresh = [
-                m
-                for m in self._members
-                if m.status is JobStatus.RUNNING and m.index not in self._yielded
-            ][:room]
+            ready = (m for m in self._members if m.status is JobStatus.RUNNING)
+            fresh = [m for m in ready if m.index not in self._yielded][:room]
             self._yielded.update(m.index for m in fresh)
         return [m.handle for m in fresh]
 
@@ -127,27 +81,20 @@ class IrisActorGroup(BaseActorGroup):
         """See ``fray.ActorGroup``; 900 s by default, as the predecessor's Iris groups."""
         return super().wait_ready(count, timeout)
 
-    def _refresh(self, timeout: float) -> None:
-        if timeout <= 0:
-            self._delay = _LOOK_FIRST_S
-            self._look()
-            return
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            time.sleep(min(self._delay, left))  # the pause between two looks
-            self._delay = min(self._delay * 1.5, _LOOK_MAX_S)
-            if self._look():
-                return
-
     def _stop(self, members: list[ActorMember]) -> None:
         _STOPPED.update(m.handle.endpoint for m in members)
         self.job.terminate()
 
-    def _look(self) -> bool:
-        """Learns each member's state; returns whether any changed."""
+    def _refresh(self, timeout: float) -> None:
+        """Learns each member's state (waiting: after a pause that grows)."""
+        if timeout > 0:
+            time.sleep(min(self._delay, timeout))
+            self._delay = min(self._delay * 1.5, _LOOK_MAX_S)
+        else:
+            self._delay = _LOOK_FIRST_S
         live = [m for m in self._members if m.status not in _GONE]
         if self._stopped or not live:
-            return False
+            return
         raw, prefix = self._owner.iris, f"{self._wire}/{self.name}-"
         with translate_errors(f"actors of {self.name}"):
             names = line.endpoints(raw, prefix)
@@ -161,37 +108,23 @@ class IrisActorGroup(BaseActorGroup):
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
             ended = JobStatus.FAILED, error
-        changed = False
         for member in live:
             if str(member.index) in ready:
-                changed |= member.set_status(JobStatus.RUNNING)
-                continue
-            task = tasks.get(member.index)
-            end = self._stored_end(member.index) or ended or _task_end(member.name, task)
-            changed |= member.set_status(*(end or (JobStatus.PENDING, None)))
-        return changed
+                member.set_status(JobStatus.RUNNING)
+            else:
+                member.set_status(*self._end(member, tasks.get(member.index), ended))
 
-    def _stored_end(self, index: int) -> tuple[JobStatus, BaseException | None] | None:
-        """SUCCEEDED (its shutdown_event) or FAILED with the error, where the actor stored
-        how it ended."""
+    def _end(self, member: ActorMember, task: Any, ended: End | None) -> End:
+        """A member not serving: ended as stored, with the job, or (task finished) died; PENDING."""
         store = self._owner.results
-        record = store.read(store.task_path(self._wire, index, "actor")) if store else None
-        if record is None:
-            return None
-        failed = record.kind == "failed"
-        return (JobStatus.FAILED, record.cause) if failed else (JobStatus.SUCCEEDED, None)
-
-
-def _task_end(name: str, task: Any) -> tuple[JobStatus, BaseException | None] | None:
-    """FAILED for an actor whose task has finished without storing its end: its process
-    died with no restarts left."""
-    if task is None or task.state not in TASK_FINISHED:
-        return None
-    why = task.error or f"exit code {task.exit_code}"
-    return JobStatus.FAILED, ActorDiedError(f"actor {name} died with no restarts left: {why}")
-
-
-# -- handles ------------------------------------------------------------------------------
+        record = store.read(store.task_path(self._wire, member.index, "actor")) if store else None
+        if record is not None:
+            failed = record.kind == "failed"
+            return (JobStatus.FAILED, record.cause) if failed else (JobStatus.SUCCEEDED, None)
+        if ended is not None or task is None or task.state not in TASK_FINISHED:
+            return ended or (JobStatus.PENDING, None)
+        why = f"died with no restarts left: {task.error or f'exit code {task.exit_code}'}"
+        return JobStatus.FAILED, ActorDiedError(f"actor {member.name} {why}")
 
 
 @functools.cache
@@ -249,9 +182,8 @@ class IrisActorMethod:
 
 
 class IrisActorHandle:
-    """Handle to one actor of an Iris actor group. Pickles as its endpoint name, its job
-    and ``retries``: how many times a call interrupted by the actor dying is sent again
-    (the group's ``max_task_retries``; -1: without limit)."""
+    """Handle to one actor of an Iris actor group. A call that never reached the actor is sent
+    again while its task lives; one it may have run, ``retries`` times (-1: without limit)."""
 
     def __init__(
         self, endpoint: str, job_wire: str, controller: str | None, retries: int = 0
@@ -313,43 +245,29 @@ class IrisActorHandle:
 
     def _gone(self) -> str | None:
         """Why the actor is gone for good (its job or its task finished), or ``None``."""
-        raw = _connection(self._controller)
-        wire = JobName.from_wire(self._job_wire)
-        index = self.endpoint.rsplit("-", 1)[-1]
+        raw, wire = _connection(self._controller), JobName.from_wire(self._job_wire)
         with translate_errors(f"state of actor {self.name}"):
             state = line.states(raw, [wire]).get(self._job_wire)
             if state is None or state in FINISHED:
                 return "its job has finished"
             tasks = {t.task_index: t.state for t in line.tasks(raw, wire)}
-        if index.isdigit() and tasks.get(int(index)) in TASK_FINISHED:
+        if tasks.get(int(self.endpoint.rsplit("-", 1)[-1])) in TASK_FINISHED:
             return "its task has finished (it ended itself, or died with no restarts left)"
         return None
 
     def _client(self) -> Any:
-        rpc = self._rpc
-        if rpc is not None:
-            return rpc
-        raw = _connection(self._controller)
-        deadline = time.monotonic() + _RESOLVE_WAIT_S
-        delay = 0.05
-        while True:
+        """The actor's RPC client, or ``None`` while its endpoint is not registered."""
+        if self._rpc is None:
+            raw = _connection(self._controller)
             with translate_errors(f"resolve actor {self.name}"):
                 found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
             if found:
-                break
-            gone = self._gone()
-            if gone is not None:
-                raise self._died(gone)
-            if time.monotonic() > deadline:
-                raise self._died(f"its endpoint did not come back within {_RESOLVE_WAIT_S}s")
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        # After an interruption, new connections: the shared pool may still hold one to the
-        # dead process, and a call written to it fails as if the new process had died.
-        http = SyncClient(SyncHTTPTransport()) if self._interrupted else None
-        self._rpc = ActorServiceClientSync(
-            address=found, timeout_ms=None, accept_compression=[], http_client=http
-        )
+                # After an interruption, new connections: the shared pool may still hold one
+                # to the dead process, and a call written to it fails as if the new one died.
+                http = SyncClient(SyncHTTPTransport()) if self._interrupted else None
+                self._rpc = ActorServiceClientSync(
+                    address=found, timeout_ms=None, accept_compression=[], http_client=http
+                )
         return self._rpc
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -359,94 +277,49 @@ class IrisActorHandle:
             serialized_args=cloudpickle.dumps(args),
             serialized_kwargs=cloudpickle.dumps(kwargs),
         )
-        retries = self._retries
-        unreachable_since: float | None = None
-        delay = 0.05
+        retries, delay = self._retries, 0.05
+        since: dict[bool, float] = {}  # when first found missing (False) or unreachable (True)
         while True:
             if self.endpoint in _STOPPED:
                 raise self._died("its group was shut down")
+            err = None
             try:
-                response = self._client().call(request)
-            except ConnectError as err:
-                # Unreachable (gone for good, restarting, or not yet listening on a loaded
-                # machine): retry while its task lives, for a while. Any other failure means
-                # the actor may have run the call: send it again only with retries left.
-                self._rpc, self._interrupted = None, True
-                gone = self._gone()
-                if gone is not None:
-                    raise self._died(gone) from err
-                if not never_sent(err):
-                    if retries == 0:  # its task lives: it restarts, the call's outcome is lost
-                        raise ActorUnavailableError(
-                            f"actor {self.name}: {method} was interrupted ({err.code.value}: "
-                            f"{err.message}); the actor may have died mid-call, and a call is "
-                            "sent again only with ActorConfig(max_task_retries=N)"
-                        ) from err
-                    retries -= 1 if retries > 0 else 0
-                    continue  # resolves the actor again: waits for it to restart
-                unreachable_since = unreachable_since or time.monotonic()
-                if time.monotonic() - unreachable_since > _UNREACHABLE_WAIT_S:
-                    raise ActorError(
-                        f"actor {self.name} could not be reached for {_UNREACHABLE_WAIT_S}s: {err}"
+                if (rpc := self._client()) is not None:
+                    response = rpc.call(request)
+                    break
+            except ConnectError as caught:
+                err, self._rpc, self._interrupted = caught, None, True
+            # Not registered, unreachable or interrupted: it restarts, or is gone for good.
+            gone = self._gone()
+            if gone is not None:
+                raise self._died(gone) from err
+            if err is not None and not never_sent(err):  # the actor may have run the call
+                if retries == 0:  # its task lives: it restarts, the call's outcome is lost
+                    raise ActorUnavailableError(
+                        f"actor {self.name}: {method} was interrupted ({err.code.value}: "
+                        f"{err.message}); the actor may have died mid-call, and a call is "
+                        "sent again only with ActorConfig(max_task_retries=N)"
                     ) from err
-                time.sleep(delay)  # backoff between attempts to reach a restarting actor
-                delay = min(delay * 2, 1.0)
-                continue
-            if response.HasField("error"):
-                error = response.error
-                if error.error_type in line.ACTOR_NOT_FOUND:
-                    raise ActorError(f"actor {self.name}: {error.message}")
-                if error.serialized_exception:
-                    raise cloudpickle.loads(error.serialized_exception)
-                raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")
-            return cloudpickle.loads(response.serialized_value)
-
-
-# -- in the task ---------------------------------------------------------------------------
-
-
-class _Serving:
-    """Runs an actor's methods: at most ``limit`` at once, with ``current_actor()`` set, and
-    with exceptions that always travel back. A method raising ``SystemExit`` ends the actor:
-    that call and every later one raise ``ActorDiedError``, and the task exits."""
-
-    def __init__(self, instance: Any, limit: int, context: ActorContext, name: str) -> None:
-        self.instance = instance
-        self.gate = threading.Semaphore(limit)
-        self.context = context
-        self.name = name
-        self.closed = False
-        self.restarting = False  # closed until Iris runs the task again
-        self.on_exit: Callable[[], None] = lambda: None
-
-    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self.restarting:
-                raise ActorUnavailableError(f"actor {self.name} is restarting")
-            if self.closed:
-                raise ActorDiedError(f"actor {self.name} has exited")
-            with self.gate, binding(actor=self.context):
-                outcome = Outcome.of_call(method, *args, **kwargs)
-            if outcome.kind == "succeeded":
-                return outcome.value
-            if isinstance(outcome.cause, SystemExit):
-                self.closed = True
-                self.on_exit()
-                code = outcome.cause.code
-                raise ActorDiedError(f"actor {self.name} exited (SystemExit {code!r}) in this call")
-            import cloudpickle  # the exception as it pickles (its text, where it would not)
-
-            raise cloudpickle.loads(cloudpickle.dumps(outcome)).cause
-
-        return call
-
-    def namespace(self) -> types.SimpleNamespace:
-        methods: dict[str, Callable[..., Any]] = {}
-        for name in dir(self.instance):
-            attr = None if name.startswith("_") else getattr(self.instance, name, None)
-            if callable(attr):
-                methods[name] = self.wrap(attr)
-        return types.SimpleNamespace(**methods)
+                retries -= 1 if retries > 0 else 0
+                since.clear()
+                continue  # resolves the actor again: waits for it to restart
+            unreachable = err is not None  # restarting, or not yet listening on a loaded machine
+            limit = _UNREACHABLE_WAIT_S if unreachable else _RESOLVE_WAIT_S
+            if time.monotonic() - since.setdefault(unreachable, time.monotonic()) > limit:
+                if unreachable:
+                    why = f"could not be reached for {limit}s: {err}"
+                    raise ActorError(f"actor {self.name} {why}") from err
+                raise self._died(f"its endpoint did not come back within {limit}s")
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        if response.HasField("error"):
+            error = response.error
+            if error.error_type in line.ACTOR_NOT_FOUND:
+                raise ActorError(f"actor {self.name}: {error.message}")
+            if error.serialized_exception:
+                raise cloudpickle.loads(error.serialized_exception)
+            raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")
+        return cloudpickle.loads(response.serialized_value)
 
 
 def host_actor(
@@ -458,11 +331,9 @@ def host_actor(
     restarts: int,
     results_url: str | None,
 ) -> None:
-    """Builds one actor of a group and serves it on the ``actor`` port as the endpoint
-    ``<job id>/<group>-<index>`` until the job is stopped or the actor ends. How it ended is
-    stored for the group and the task exits 0 (the other actors go on), except after a
-    ``fail(exc)`` with restarts left (``restarts``, in Iris attempts; -1: no limit): exit 1,
-    and Iris runs the task again."""
+    """Builds one actor of a group and serves it on the ``actor`` port until the job is stopped
+    or it ends: its end is stored for the group and the task exits 0 (the other actors go on),
+    except after a ``fail(exc)`` with ``restarts`` left: exit 1, and Iris runs it again."""
     from iris.actor.server import ActorServer
     from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
@@ -486,17 +357,17 @@ def host_actor(
         record(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
         print(f"[fray] actor {actor_name} {why}", flush=True)
         return
-
-    handle = IrisActorHandle(
-        endpoint, job_wire, info.controller_address, retries=config.max_task_retries or 0
-    )
-    stop = threading.Event()
-    exit_code = 0
-    ended: list[Callable[[], None]] = []  # set once serving has started
+    retries = config.max_task_retries or 0
+    handle = IrisActorHandle(endpoint, job_wire, info.controller_address, retries)
+    stop, gate = threading.Event(), threading.Semaphore(config.max_concurrency)
+    exit_code, refusal = 0, ""  # refusal: why calls are refused once it stops serving
+    ctx = iris_ctx()
+    registry = ctx.registry
+    endpoint_ids: list[str] = []  # once it serves
 
     def on_shutdown() -> None:
-        if ended:
-            ended[0]()
+        if endpoint_ids:  # else set by the constructor: it ends once it serves
+            end_actor()
 
     context = ActorContext(handle, index, group_name, ShutdownEvent(on_shutdown, actor_name))
     with binding(actor=context):
@@ -507,43 +378,54 @@ def host_actor(
         sys.stderr.flush()
         return
 
-    bind, advertise = serving_hosts(info)
-    ctx = iris_ctx()
-    server = ActorServer(host=bind, port=ctx.get_port("actor"))
-    serving = _Serving(built.value, config.max_concurrency, context, actor_name)
-    server.register(endpoint, serving.namespace())
-    port = server.serve_background()
-    registry = ctx.registry
-    endpoint_id = registry.register(
-        endpoint, f"http://{advertise}:{port}", metadata={"fray": "actor"}
-    )
-    print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
-
-    def finish(outcome: Outcome | None, code: int) -> None:
+    def finish(outcome: Outcome | None, code: int = 0, why: str = "exited") -> None:
         # Takes no more calls; the call that ended it still answers before the exit.
-        nonlocal exit_code
-        serving.closed = True
+        nonlocal exit_code, refusal
+        refusal, exit_code = why, code
         if outcome is not None:
             record(outcome)  # before the endpoint goes: the group reads both
-        registry.unregister(endpoint_id)
-        exit_code = code
+        registry.unregister(endpoint_ids[0])
         threading.Timer(_EXIT_DELAY_S, stop.set).start()
 
     def end_actor() -> None:
         failure = context.failure
         if failure is None:
-            finish(Outcome.succeeded(), 0)
+            finish(Outcome.succeeded())
         elif restart_allowed(info.attempt_id, restarts):
             print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
-            serving.restarting = True
-            finish(None, 1)
+            finish(None, 1, "restarting")
         else:
             why = f"failed: {type(failure).__name__}: {failure}"
-            finish(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")), 0)
+            finish(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
 
-    died = ActorDiedError(f"actor {actor_name} exited (SystemExit in a method)")
-    serving.on_exit = lambda: finish(Outcome.failed(died), 0)
-    ended.append(end_actor)
+    def serve(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if refusal == "restarting":  # until Iris runs the task again
+                raise ActorUnavailableError(f"actor {actor_name} is restarting")
+            if refusal:
+                raise ActorDiedError(f"actor {actor_name} has exited")
+            with gate, binding(actor=context):
+                outcome = Outcome.of_call(method, *args, **kwargs)
+            if outcome.kind == "succeeded":
+                return outcome.value
+            if isinstance(outcome.cause, SystemExit):
+                died = f"actor {actor_name} exited (SystemExit {outcome.cause.code!r})"
+                finish(Outcome.failed(ActorDiedError(f"{died} in a method")))
+                raise ActorDiedError(f"{died} in this call")
+            # The exception as it pickles (its text, where it would not).
+            raise cloudpickle.loads(cloudpickle.dumps(outcome)).cause
+
+        return call
+
+    attrs = {n: getattr(built.value, n, None) for n in dir(built.value) if not n.startswith("_")}
+    methods = {name: serve(attr) for name, attr in attrs.items() if callable(attr)}
+    bind, advertise = serving_hosts(info)
+    server = ActorServer(host=bind, port=ctx.get_port("actor"))
+    server.register(endpoint, types.SimpleNamespace(**methods))
+    port = server.serve_background()
+    address = f"http://{advertise}:{port}"
+    endpoint_ids.append(registry.register(endpoint, address, metadata={"fray": "actor"}))
+    print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
     if context.shutdown_event is not None and context.shutdown_event.is_set():
         end_actor()  # set by the constructor, before there was anything to end
     stop.wait()  # serve until the job is stopped or the actor ends

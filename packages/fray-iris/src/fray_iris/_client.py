@@ -1,15 +1,13 @@
 # pyright: standard
-"""IrisClient: Fray jobs and actors on an Iris cluster, on the engine's hooks.
-
-Iris runs a job's attempts and both retry budgets itself, so a job is submitted whole
-(``_launch``) and its record follows what Iris reports. One thread per client asks about
-all its unfinished jobs in one call a round, and so runs their callbacks.
-"""
+"""IrisClient on the engine's hooks: Iris runs a job's attempts and both retry budgets, so a
+job is submitted whole and its record follows what one thread per client asks Iris about all
+its unfinished jobs in one call a round."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -27,7 +25,7 @@ from iris.cluster.types import Entrypoint as IrisEntrypoint
 from iris.cluster.types import JobName
 from iris.rpc import job_pb2
 
-from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
+from fray import ActorConfig, Entrypoint, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend import BaseClient, BaseJobHandle, ClientSpec, JobRecord, Outcome, Phase
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import (
@@ -38,7 +36,7 @@ from fray.errors import (
     JobNotFoundError,
 )
 from fray_iris import _convert as convert
-from fray_iris._actors import IrisActorGroup, actor_job, host_actor
+from fray_iris._actors import IrisActorGroup, host_actor
 from fray_iris._convert import job_status, line, translate_errors
 from fray_iris._task import ResultStore, default_local_results_url, is_loopback, serving_hosts
 from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
@@ -52,21 +50,20 @@ PENDING_REASON_EVERY_S = 1.0
 STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
 LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the last lines
 _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
+UNLIMITED_RETRIES = 1000  # Iris's retries for an actor that restarts without limit
 
 
+@dataclasses.dataclass(slots=True)
 class Tracked:
-    """The record's ``data`` once Iris has the job, and the lines seen in the order first
-    seen (Iris returns every line so far on each fetch; a child's late line is added)."""
+    """The record's ``data`` once Iris has the job; its lines in the order first seen (Iris
+    returns every line so far on each fetch; a child's late line is added)."""
 
-    __slots__ = ("detailed", "lines", "pending_at", "pending_reason", "seen", "wire")
-
-    def __init__(self, wire: JobName) -> None:
-        self.wire = wire
-        self.pending_reason: str | None = None
-        self.pending_at = 0.0
-        self.detailed = False
-        self.lines: dict[bool, list[str]] = {False: [], True: []}
-        self.seen: dict[bool, collections.Counter[Any]] = {}
+    wire: JobName
+    pending_reason: str | None = None
+    pending_at: float = 0.0
+    detailed: bool = False
+    lines: dict[bool, list[str]] = dataclasses.field(default_factory=lambda: {False: [], True: []})
+    seen: dict[bool, collections.Counter[Any]] = dataclasses.field(default_factory=dict)
 
     def merge(self, children: bool, entries: list[tuple[Any, str]]) -> list[str]:
         """Adds the lines of a fresh fetch not seen before; returns every line seen."""
@@ -97,8 +94,7 @@ class IrisJobHandle(BaseJobHandle):
         raise_on_failure: bool = True,
         stream_logs: bool = False,
     ) -> JobStatus:
-        """See ``fray.JobHandle.wait``; ``stream_logs`` prints the job's lines (its children's
-        too) as they come."""
+        """See ``fray.JobHandle.wait``; ``stream_logs`` prints its lines (children's too) live."""
         if stream_logs:
             lines = self.logs(follow=True, include_children=True)
             threading.Thread(target=_print_all, args=(lines,), daemon=True).start()
@@ -116,14 +112,11 @@ class IrisClient(BaseClient):
 
     Args:
         address: The controller, ``host:port`` or ``http://host:port``. ``None`` inside an
-            Iris job: the job's own Iris context is used, so jobs submitted here are its
-            children and share its namespace.
+            Iris job: the job's own Iris context (its children, in its namespace).
         workspace: A project folder shipped to the workers with each job (Iris zips it).
-        results_url: Where tasks store return values (an fsspec URL every task and this
-            process can reach). Default: ``FRAY_IRIS_RESULTS_URL``, else, for a controller on
-            this machine, a private folder under the system temp dir.
-        iris_client: An existing ``iris.client.IrisClient`` to wrap (not shut down by
-            :meth:`shutdown`).
+        results_url: Where tasks store return values (an fsspec URL every task and this process
+            reach). Default: ``FRAY_IRIS_RESULTS_URL``, else for a local controller a temp dir.
+        iris_client: An ``iris.client.IrisClient`` to wrap (:meth:`shutdown` leaves it open).
         bundle_id: An uploaded workspace bundle to run jobs from.
 
     Raises:
@@ -155,12 +148,8 @@ class IrisClient(BaseClient):
                 "IrisClient.address", address, "use host:port or http://host:port"
             )
         if iris_client is None and address is None and not inside:
-            raise InvalidRequestError.for_field(
-                "IrisClient.address",
-                None,
-                "outside an Iris job give the controller address "
-                f"(IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://host:port)",
-            )
+            why = f"outside an Iris job: IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://..."
+            raise InvalidRequestError.for_field("IrisClient.address", None, why)
         self._reopen: Callable[[], RawIrisClient] | None = None
         self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if inside else None
         if iris_client is not None:
@@ -171,9 +160,8 @@ class IrisClient(BaseClient):
             if not inside or workspace is not None or bundle_id is not None:
                 convert.probe(self.address)
                 ws = Path(workspace) if workspace is not None else None
-                remote = RawIrisClient.remote
                 self._reopen = functools.partial(
-                    remote, self.address, workspace=ws, bundle_id=bundle_id
+                    RawIrisClient.remote, self.address, workspace=ws, bundle_id=bundle_id
                 )
         # Inside a job, the job's own client keeps the job tree and namespace.
         self._raw: RawIrisClient | None = iris_client or (
@@ -188,12 +176,11 @@ class IrisClient(BaseClient):
         self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
         self._watch_cond = threading.Condition()
         self._watched: dict[int, JobRecord] = {}
-        self._watching = self._watch_fresh = False
+        self._watching, self._watch_delay = False, POLL_FIRST_S
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> IrisClient:
-        """Builds a client from ``iris://host:port[?ws=PATH]``, or, for the spec ``iris`` that
-        ``current_client()`` uses inside an Iris job, from that job's own Iris context."""
+        """From ``iris://host:port[?ws=PATH]``, or ``iris`` (inside a job: its Iris context)."""
         spec.reject_unknown({"ws"}, address=True)
         return cls(spec.address, workspace=spec.params.get("ws") or None)
 
@@ -219,33 +206,27 @@ class IrisClient(BaseClient):
         job_id = job.job_id if isinstance(job, JobRecord) else job
         return translate_errors(action, job_id=job_id, address=self.address)
 
-    # -- submitting --------------------------------------------------------------------------
-
     def _prepare(self, request: JobRequest) -> Any:
         if "/" in request.name:
             raise InvalidRequestError.for_field(
                 "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
             )
-        entry, ports = request.entrypoint, None
+        entry, kwargs = request.entrypoint, convert.to_iris_request(request)
         if entry.callable is host_actor:  # an actor group's job: each task serves its actor
-            iris_entry, ports = IrisEntrypoint.from_callable(host_actor, *entry.args), ["actor"]
-        else:
-            iris_entry = convert.to_iris_entrypoint(request, self.results_url)
-        return iris_entry, convert.to_iris_request(request), ports
+            kwargs["ports"] = ["actor"]
+            return IrisEntrypoint.from_callable(host_actor, *entry.args), kwargs
+        return convert.to_iris_entrypoint(request, self.results_url), kwargs
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
         return f"{parent_id}/{name}" if parent_id else name
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
-        entry, kwargs, ports = job.data
-        policy = job_pb2.EXISTING_JOB_POLICY_UNSPECIFIED
+        entry, kwargs = job.data
         if adopt_existing:  # a running job of the same name is this job
-            policy = job_pb2.EXISTING_JOB_POLICY_KEEP
+            kwargs = {**kwargs, "existing_job_policy": job_pb2.EXISTING_JOB_POLICY_KEEP}
         try:
             with self._asking(f"submit {job.name}", job):
-                submitted = self.iris.submit(
-                    entry, job.name, ports=ports, existing_job_policy=policy, **kwargs
-                )
+                submitted = self.iris.submit(entry, job.name, **kwargs)
         except FrayError as err:
             with self._lock:
                 if self._jobs.get(job.job_id) is job:
@@ -263,8 +244,6 @@ class IrisClient(BaseClient):
 
     def _placed(self, job: JobRecord) -> None:
         """Iris enforces ``timeout`` and ``scheduling_timeout`` itself."""
-
-    # -- keeping records current -------------------------------------------------------------
 
     def _refresh(self, job: JobRecord) -> float | None:
         data = job.data
@@ -319,24 +298,20 @@ class IrisClient(BaseClient):
         for record in self._stored(job):
             if record is not None and record[0] == "error":
                 return record[1].cause, record[1].error
-        timeout = job.request.timeout if job.request is not None else None
         if view.state == "unschedulable":
             reason = job.data.pending_reason or convert.pending_reason(view)
             why = view.error or "Iris cannot place the job"
             return None, f"{why}; {reason}" if reason else why
+        timeout = job.request.timeout if job.request is not None else None
         if view.error == _IRIS_TIMEOUT and timeout is not None:
-            exc = TimeoutError(
-                f"attempt {max(view.failures, 1)} ran longer than timeout={timeout:g}s"
-            )
+            exc = TimeoutError(f"attempt {max(view.failures, 1)} ran longer than {timeout=:g}s")
             return exc, f"TimeoutError: {exc}"
         return None, view.error or f"Iris ended the job {view.state}"
 
     def _stored(self, job: JobRecord) -> list[Any]:
         """What each replica stored in the results store (``None`` where nothing)."""
         store, wire = self.results, job.data.wire.to_wire()
-        if store is None:
-            return [None] * job.replicas
-        return [store.read(store.task_path(wire, i)) for i in range(job.replicas)]
+        return [store and store.read(store.task_path(wire, i)) for i in range(job.replicas)]
 
     def _pending_reason(self, job: JobRecord) -> str | None:
         data = job.data
@@ -359,7 +334,7 @@ class IrisClient(BaseClient):
         """Watches ``job`` until it has ended (and looks soon)."""
         with self._watch_cond:
             self._watched[id(job)] = job
-            self._watch_fresh = True
+            self._watch_delay = POLL_FIRST_S
             self._watch_cond.notify()
             if not self._watching:
                 self._watching = True
@@ -369,17 +344,14 @@ class IrisClient(BaseClient):
 
     def _watch_jobs(self) -> None:
         """The one thread that asks about every watched job, in one call a round."""
-        delay = POLL_FIRST_S
         while True:
             with self._watch_cond:
                 self._watched = {k: j for k, j in self._watched.items() if not j.is_done}
                 if not self._watched:
                     self._watching = False
                     return
-                if self._watch_fresh:
-                    self._watch_fresh, delay = False, POLL_FIRST_S
-                self._watch_cond.wait(delay)
-                delay = min(delay * 1.5, POLL_MAX_S)
+                self._watch_cond.wait(self._watch_delay)
+                self._watch_delay = min(self._watch_delay * 1.5, POLL_MAX_S)
                 jobs = [j for j in self._watched.values() if not j.is_done]
             try:
                 with self._asking("status of jobs"):
@@ -387,20 +359,14 @@ class IrisClient(BaseClient):
                 for job in jobs:
                     state = states.get(job.data.wire.to_wire())
                     if state is not None and not job.is_done and self._apply(job, state):
-                        delay = POLL_FIRST_S  # a job moved on: look again soon
+                        self._watch_delay = POLL_FIRST_S  # a job moved on: look again soon
             except FrayError as exc:  # waiters ask for themselves, and see why
                 logger.debug("watching Iris jobs failed: %s", exc)
 
-    # -- reading -----------------------------------------------------------------------------
-
     def _result(self, job: JobRecord) -> Any:
         if self.results is None:
-            raise JobFailedError(
-                job.job_id,
-                job.status,
-                f"no results location is configured: set {FRAY_IRIS_RESULTS_URL} (or "
-                "IrisClient(results_url=...)) to a URL every task can reach",
-            )
+            why = f"no results location: set {FRAY_IRIS_RESULTS_URL} (or IrisClient(results_url=))"
+            raise JobFailedError(job.job_id, job.status, f"{why} to a URL every task can reach")
         stored = self._stored(job)
         if any(record is None or record[0] != "ok" for record in stored):
             why = "the job stored no return value (a command job has none; read its logs())"
@@ -437,21 +403,16 @@ class IrisClient(BaseClient):
             if settle > 0:
                 time.sleep(settle)  # the worker sends the last lines a moment after the end
         with self._asking(f"logs of {job.job_id}", job):
-            if tail:
-                entries = line.logs(self.iris, data.wire, max_lines=tail, tail=True)
-                own = [text for _key, text in self._own(job, entries, include_children)]
-                if len(own) >= tail or len(entries) < tail:
-                    return own[-tail:]
-                # Some of those last lines were children's: read them all.
-            entries = line.logs(self.iris, data.wire)
-        lines = self._own(job, entries, include_children)
+            entries = line.logs(self.iris, data.wire, max_lines=tail or 0, tail=bool(tail))
+            lines = self._own(job, entries, include_children)
+            if tail and len(lines) < tail <= len(entries):  # children's lines took some: read all
+                lines = self._own(job, line.logs(self.iris, data.wire), include_children)
         if tail:
             return [text for _key, text in lines][-tail:]
         return data.merge(include_children, lines)
 
     def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
-        """The job's lines (``[i] `` first with several replicas) and, if asked, its
-        descendants' (``[<child id>] `` first), with their keys."""
+        """Its lines (``[i] `` first), if asked its descendants' (``[<id>] `` first), with keys."""
         out: list[Any] = []
         wire = job.data.wire.to_wire()
         for entry in entries:
@@ -462,14 +423,8 @@ class IrisClient(BaseClient):
                 out.append((entry, f"[{fray_job_id(owner)}] {entry.text}"))
         return out
 
-    # -- jobs by id --------------------------------------------------------------------------
-
     def get_job(self, job_id: str) -> IrisJobHandle:
-        """A handle to a job on the cluster, by Fray id (or Iris wire id).
-
-        Raises:
-            JobNotFoundError: The controller does not know it.
-        """
+        """A handle to a job on the cluster by Fray id or Iris wire id (or JobNotFoundError)."""
         if not isinstance(job_id, str) or not job_id.strip("/"):
             raise InvalidRequestError.for_field("job_id", job_id, "must be a job id string")
         with self._lock:
@@ -482,11 +437,9 @@ class IrisClient(BaseClient):
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
         with self._asking(f"status of {job_id}", job_id):
             view = line.status(self.iris, wire)
-        fray_id, parent = fray_job_id(view.job_id), view.parent
-        parent_id = fray_job_id(parent) if parent else None
-        job = JobRecord(
-            self, fray_id, parent=parent_id, name=wire.name, replicas=max(view.tasks, 1)
-        )
+        fray_id = fray_job_id(view.job_id)
+        parent = fray_job_id(view.parent) if view.parent else None
+        job = JobRecord(self, fray_id, parent=parent, name=wire.name, replicas=max(view.tasks, 1))
         job.data = Tracked(wire)
         job.begin()
         with self._lock:
@@ -507,8 +460,6 @@ class IrisClient(BaseClient):
                 children[view.parent].append(fray_job_id(view.job_id))
         return [convert.job_info(v, tuple(children.get(v.job_id, ()))) for v in views]
 
-    # -- actors ------------------------------------------------------------------------------
-
     def _create_actor_group(
         self,
         actor_class: type[Any],
@@ -525,7 +476,22 @@ class IrisClient(BaseClient):
         convert.ship_code_by_value(actor_class)
         config = actor_config or ActorConfig()
         resources = resources or ResourceConfig()
-        request = actor_job(actor_class, args, kwargs, name, count, resources, config, self)
+        # A dead actor restarts as on Ray (None: without limit where preemptible, else never),
+        # as Iris retries of its task; one attempt more only stores that it died and exits 0.
+        restarts = config.max_restarts
+        if restarts is None:
+            restarts = -1 if resources.preemptible else 0
+        retries = UNLIMITED_RETRIES if restarts < 0 else restarts + 1
+        task_args = (actor_class, args, kwargs, name, config, restarts, self.results_url)
+        request = JobRequest(
+            name=name,
+            entrypoint=Entrypoint.from_callable(host_actor, task_args),
+            resources=resources.model_copy(update={"replicas": 1}),
+            replicas=count,
+            max_retries_failure=retries,
+            max_retries_preemption=retries,
+            priority=config.priority,
+        )
         try:
             job = self.submit(request, adopt_existing=False)
         except JobAlreadyExistsError as err:
@@ -541,9 +507,8 @@ class IrisClient(BaseClient):
         info = get_job_info()
         if info is None:
             raise InvalidRequestError(
-                "host_actor on Iris runs inside an Iris job: the actor is served from the "
-                "job's task and registered as an endpoint of that job. Submit the code that "
-                "hosts it as a job (client.submit(JobRequest(...))) and call host_actor there",
+                "host_actor on Iris runs inside an Iris job (its task serves the actor). Submit "
+                "the code that hosts it as a job (client.submit(...)) and call host_actor there",
                 field="host_actor",
             )
         return serving_hosts(info)[1]
