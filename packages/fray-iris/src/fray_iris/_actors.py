@@ -55,7 +55,9 @@ class IrisActorGroup(BaseActorGroup):
 
     polls = True
 
-    def __init__(self, client: Any, name: str, count: int, job: Any, config: ActorConfig) -> None:
+    def __init__(
+        self, client: Any, name: str, count: int, job: Any, config: ActorConfig, records: str
+    ) -> None:
         wire, retries = job.iris_job_id, config.max_task_retries or 0
         handles = [
             IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries)
@@ -65,6 +67,7 @@ class IrisActorGroup(BaseActorGroup):
         self.job = job  # the Iris job that hosts the actors
         self._owner = client
         self._wire = wire
+        self._records = records  # the leaf of its actors' records in the results store
         self._delay = _LOOK_FIRST_S
 
     def discover_new(self, target: int | None = None) -> list[Any]:
@@ -117,7 +120,9 @@ class IrisActorGroup(BaseActorGroup):
     def _end(self, member: ActorMember, task: Any, ended: End | None) -> End:
         """A member not serving: ended as stored, with the job, or (task finished) died; PENDING."""
         store = self._owner.results
-        record = store.read(store.task_path(self._wire, member.index, "actor")) if store else None
+        record = (
+            store.read(store.task_path(self._wire, member.index, self._records)) if store else None
+        )
         if record is not None:
             failed = record.kind == "failed"
             return (JobStatus.FAILED, record.cause) if failed else (JobStatus.SUCCEEDED, None)
@@ -330,10 +335,12 @@ def host_actor(
     config: ActorConfig,
     restarts: int,
     results_url: str | None,
+    records: str,
 ) -> None:
     """Builds one actor of a group and serves it on the ``actor`` port until the job is stopped
-    or it ends: its end is stored for the group and the task exits 0 (the other actors go on),
-    except after a ``fail(exc)`` with ``restarts`` left: exit 1, and Iris runs it again."""
+    or it ends: its end is stored for the group (as ``records``) and the task exits 0 (the
+    other actors go on), except after a ``fail(exc)`` with ``restarts`` left: exit 1, and Iris
+    runs it again."""
     from iris.actor.server import ActorServer
     from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
@@ -344,15 +351,17 @@ def host_actor(
     actor_name = f"{group_name}-{index}"
     endpoint = f"{job_wire}/{actor_name}"
     store = ResultStore(results_url) if results_url else None
-    record_path = store.task_path(job_wire, index, "actor") if store else ""
-    if store is not None and info.attempt_id == 0:
-        store.remove(record_path)  # a record left by an earlier group of the same name
+    record_path = store.task_path(job_wire, index, records) if store else ""
+    ran = info.attempt_id  # restarts so far: the attempts before this one that ran; not those
+    if store is not None:  # Iris made again because their worker failed before starting them
+        ran = store.read(runs := store.task_path(job_wire, index, f"{records}-runs")) or 0
+        store.write(runs, ran + 1)
 
     def record(outcome: Outcome) -> None:
         if store is not None:
             store.write(record_path, outcome)
 
-    if 0 <= restarts < info.attempt_id:  # the attempt after the last restart
+    if 0 <= restarts < ran:  # the attempt after the last restart
         why = f"died with no restarts left (max_restarts={restarts})"
         record(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
         print(f"[fray] actor {actor_name} {why}", flush=True)
@@ -391,7 +400,7 @@ def host_actor(
         failure = context.failure
         if failure is None:
             finish(Outcome.succeeded())
-        elif restart_allowed(info.attempt_id, restarts):
+        elif restart_allowed(ran, restarts):
             print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
             finish(None, 1, "restarting")
         else:

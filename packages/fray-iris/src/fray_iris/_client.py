@@ -482,7 +482,8 @@ class IrisClient(BaseClient):
         if restarts is None:
             restarts = -1 if resources.preemptible else 0
         retries = UNLIMITED_RETRIES if restarts < 0 else restarts + 1
-        task_args = (actor_class, args, kwargs, name, config, restarts, self.results_url)
+        records = f"actor-{os.urandom(4).hex()}"  # this group's, not an earlier one's of its name
+        task_args = (actor_class, args, kwargs, name, config, restarts, self.results_url, records)
         request = JobRequest(
             name=name,
             entrypoint=Entrypoint.from_callable(host_actor, task_args),
@@ -498,7 +499,7 @@ class IrisClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "name", name, "an actor group or job of that name is already running"
             ) from err
-        group = IrisActorGroup(self, name, count, job, config)
+        group = IrisActorGroup(self, name, count, job, config, records)
         with self._lock:
             self._groups.append(group)
         return group

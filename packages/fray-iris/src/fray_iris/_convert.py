@@ -1,8 +1,7 @@
 # pyright: standard
 """Conversions between Fray's types and Iris's: requests to ``IrisClient.submit``'s
 arguments, Iris jobs to Fray statuses and infos, Iris errors to Fray errors. ``line`` is the
-adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11, else 0.2.227's).
-"""
+adapter of the installed marin-iris line (``_iris_0_2_20`` on Python 3.11, else 0.2.227's)."""
 
 from __future__ import annotations
 
@@ -50,14 +49,10 @@ else:
 
 IRIS = capabilities_of("iris")  # what Iris refuses in a request
 
-_STATES = {
-    "running": JobStatus.RUNNING,
-    "succeeded": JobStatus.SUCCEEDED,
-    "failed": JobStatus.FAILED,
-    "worker_failed": JobStatus.FAILED,
-    "unschedulable": JobStatus.FAILED,
-    "killed": JobStatus.STOPPED,
-}
+_STATES: dict[str, JobStatus] = dict.fromkeys(
+    ("failed", "worker_failed", "unschedulable"), JobStatus.FAILED
+)
+_STATES.update(running=JobStatus.RUNNING, succeeded=JobStatus.SUCCEEDED, killed=JobStatus.STOPPED)
 _NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
 _PROBE_TIMEOUT_MS = 5_000
 PRIORITY_BANDS = {

@@ -2,8 +2,7 @@
 """The marin-iris 0.2.20 line (the newest on Python 3.11) through its public ``IrisClient``,
 but where nothing public does the same: ``IrisClient._cluster_client`` for many jobs' states
 in one call (the watcher's one question a round; also on 0.2.227) and endpoints by prefix (a
-group's members), and its ``_address`` (the controller of a wrapped client; also 0.2.227).
-"""
+group's members), and its ``_address`` (the controller of a wrapped client; also 0.2.227)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What the controller says about jobs, tasks and output, in one shape on every Iris line:
-each line's adapter builds these in the same functions (``states``, ``status``, ``tasks``,
-``jobs`` by wire-id prefix, ``terminate``, ``logs`` with descendants', ``endpoints`` by
-prefix, ``endpoint``...). States are Iris's names in lower case (``running``, ``killed``...).
-"""
+"""What the controller says about jobs, tasks and output, in one shape on every Iris line
+(each line's adapter builds them). States are Iris's names in lower case (``running``...)."""
 
 from __future__ import annotations
 
