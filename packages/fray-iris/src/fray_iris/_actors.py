@@ -352,8 +352,9 @@ def host_actor(
     endpoint = f"{job_wire}/{actor_name}"
     store = ResultStore(results_url) if results_url else None
     record_path = store.task_path(job_wire, index, records) if store else ""
-    ran = info.attempt_id  # restarts so far: the attempts before this one that ran; not those
-    if store is not None:  # Iris made again because their worker failed before starting them
+    # Restarts so far: the earlier attempts that ran (Iris also reruns tasks never started).
+    ran = info.attempt_id
+    if store is not None:
         ran = store.read(runs := store.task_path(job_wire, index, f"{records}-runs")) or 0
         store.write(runs, ran + 1)
 
