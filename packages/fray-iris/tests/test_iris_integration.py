@@ -376,6 +376,24 @@ def test_killed_actor_with_no_restarts_left_is_failed(
     assert not group.is_done()
 
 
+def test_a_new_group_does_not_read_the_end_of_an_earlier_group_of_its_name(
+    iris_client: IrisClient,
+) -> None:
+    # The first group's actor ends itself, and its end is stored; a group submitted later
+    # under the same name has records of its own, and its actor serves.
+    name = f"again-{os.urandom(3).hex()}"
+    first = iris_client.create_actor_group(ep.Ender, name=name, count=1)
+    (actor,) = first.wait_ready(timeout=TIMEOUT)
+    assert actor.end() == "ending"
+    _eventually(lambda: first.statuses() == [JobStatus.SUCCEEDED], "the first actor's end")
+    assert first.job.wait(timeout=TIMEOUT) is JobStatus.SUCCEEDED
+    second = iris_client.create_actor_group(ep.Ender, name=name, count=1)
+    (again,) = second.wait_ready(timeout=TIMEOUT)
+    assert again.incr() == 1
+    assert second.statuses() == [JobStatus.RUNNING]
+    second.shutdown()
+
+
 def test_done_callbacks_of_many_jobs_share_one_watching_thread(iris_client: IrisClient) -> None:
     # Iris does not notify: one thread per connection asks about every job that has
     # callbacks, in one call per round, instead of a thread per job.
