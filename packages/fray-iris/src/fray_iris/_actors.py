@@ -166,8 +166,7 @@ class IrisActorMethod:
     __slots__ = ("_handle", "_method")
 
     def __init__(self, handle: IrisActorHandle, method: str) -> None:
-        self._handle = handle
-        self._method = method
+        self._handle, self._method = handle, method
 
     def remote(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
         """Starts the call; calls from one handle run in the order they were made."""
@@ -225,9 +224,8 @@ class IrisActorHandle:
         future = IrisActorFuture()
         with self._lock:
             if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    1, thread_name_prefix=f"fray-iris-{self.name}"
-                )
+                prefix = f"fray-iris-{self.name}"
+                self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=prefix)
                 weakref.finalize(self, self._executor.shutdown, False)
             self._pending += 1
             self._executor.submit(self._run_queued, future, method, args, kwargs)

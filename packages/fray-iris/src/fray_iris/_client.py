@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ POLL_FIRST_S = 0.02  # the watcher's first pause after a job was submitted or mo
 POLL_MAX_S = 1.0  # growing by half each round to this
 PENDING_REASON_EVERY_S = 1.0
 STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
-LOGS_SETTLE_S = 1.0  # Iris reports a task's end before its worker has sent the last lines
+LOGS_SETTLE_S = 1.0  # Iris's worker sends a job's last lines after its end, a batch a second
 _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
 UNLIMITED_RETRIES = 1000  # Iris's retries for an actor that restarts without limit
 
@@ -64,6 +64,7 @@ class Tracked:
     detailed: bool = False
     lines: dict[bool, list[str]] = dataclasses.field(default_factory=lambda: {False: [], True: []})
     seen: dict[bool, collections.Counter[Any]] = dataclasses.field(default_factory=dict)
+    new_at: float = 0.0  # when a fetch last brought a new line
 
     def merge(self, children: bool, entries: list[tuple[Any, str]]) -> list[str]:
         """Adds the lines of a fresh fetch not seen before; returns every line seen."""
@@ -74,6 +75,7 @@ class Tracked:
             if fresh[key] > seen[key]:
                 seen[key] += 1
                 self.lines[children].append(text)
+                self.new_at = time.time()
         return self.lines[children]
 
 
@@ -95,16 +97,21 @@ class IrisJobHandle(BaseJobHandle):
         stream_logs: bool = False,
     ) -> JobStatus:
         """See ``fray.JobHandle.wait``; ``stream_logs`` prints its lines (children's too) live."""
-        if stream_logs:
-            lines = self.logs(follow=True, include_children=True)
-            threading.Thread(target=_print_all, args=(lines,), daemon=True).start()
-        return super().wait(timeout, raise_on_failure=raise_on_failure)
+        if not stream_logs:
+            return super().wait(timeout, raise_on_failure=raise_on_failure)
+        (printer := threading.Thread(target=_print_all, args=(self,), daemon=True)).start()
+        try:
+            return super().wait(timeout, raise_on_failure=raise_on_failure)
+        finally:  # the last lines come after the end: printed before it returns
+            printer.join(4 * LOGS_SETTLE_S + POLL_MAX_S if self._job.is_done else 0)
 
 
-def _print_all(lines: Iterator[str]) -> None:
-    with contextlib.suppress(FrayError):
-        for text in lines:
+def _print_all(handle: IrisJobHandle) -> None:
+    try:
+        for text in handle.logs(follow=True, include_children=True):
             print(text, flush=True)
+    except FrayError as exc:
+        logger.warning("stopped printing the lines of %s: %s", handle.job_id, exc)
 
 
 class IrisClient(BaseClient):
@@ -338,9 +345,8 @@ class IrisClient(BaseClient):
             self._watch_cond.notify()
             if not self._watching:
                 self._watching = True
-                threading.Thread(
-                    target=self._watch_jobs, name="fray-iris-watch", daemon=True
-                ).start()
+                watch, name = self._watch_jobs, "fray-iris-watch"
+                threading.Thread(target=watch, name=name, daemon=True).start()
 
     def _watch_jobs(self) -> None:
         """The one thread that asks about every watched job, in one call a round."""
@@ -399,9 +405,9 @@ class IrisClient(BaseClient):
         if not isinstance(data, Tracked):
             return super()._lines(job, include_children, tail)
         if job.is_done and job.finished_at is not None:
-            settle = job.finished_at + LOGS_SETTLE_S - time.time()
+            settle = max(job.finished_at, data.new_at) + LOGS_SETTLE_S - time.time()
             if settle > 0:
-                time.sleep(settle)  # the worker sends the last lines a moment after the end
+                time.sleep(settle)  # whole once a fetch this long after both adds nothing
         with self._asking(f"logs of {job.job_id}", job):
             entries = line.logs(self.iris, data.wire, max_lines=tail or 0, tail=bool(tail))
             lines = self._own(job, entries, include_children)

@@ -25,9 +25,8 @@ def enter_task(results_url: str | None) -> tuple[str, int]:
     raw = os.environ.get("IRIS_TASK_ID", "")
     job_wire, _, index = raw.split(":", 1)[0].rstrip("/").rpartition("/")
     if not job_wire or not index.isdigit():
-        raise RuntimeError(
-            f"fray_iris task code runs only inside an Iris task (IRIS_TASK_ID={raw!r})"
-        )
+        why = f"fray_iris task code runs only inside an Iris task (IRIS_TASK_ID={raw!r})"
+        raise RuntimeError(why)
     os.environ["FRAY_JOB_ID"] = fray_job_id(job_wire)
     os.environ["FRAY_TASK_INDEX"] = index
     os.environ["FRAY_NUM_TASKS"] = os.environ.get("IRIS_NUM_TASKS", "1")

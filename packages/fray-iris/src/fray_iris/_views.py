@@ -8,8 +8,7 @@ from typing import NamedTuple
 FINISHED = frozenset({"succeeded", "failed", "killed", "worker_failed", "unschedulable"})
 """The job states Iris never leaves."""
 
-TASK_FINISHED = FINISHED | {"preempted", "cosched_failed"}
-"""The task states that end an attempt."""
+TASK_FINISHED = FINISHED | {"preempted", "cosched_failed"}  # the task states that end an attempt
 
 
 class JobView(NamedTuple):
