@@ -64,17 +64,25 @@ def _pyenv_python(minor: str) -> str:
     return minor
 
 
+# Every process the tests start (Ray workers, Iris tasks, actor hosts, CLI runs) imports Ray
+# or Iris. Where PYTHONDONTWRITEBYTECODE is set (as on this project's machines), each would
+# compile those modules from source again: `import iris.client.client` takes 5 s instead of
+# 1.7 s, `import ray` 1.6 s instead of 0.8 s. The sessions install compiled (``_sync``) and
+# let Python cache the workspace's own modules as it does by default.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # ``uv run`` names its own binary in UV: it works where pip put uv off PATH.
 _UV = os.environ.get("UV") or "uv"
 
 
 def _sync(session: nox.Session, *args: str) -> None:
-    """Installs from the lockfile into the session's virtualenv."""
+    """Installs from the lockfile into the session's virtualenv, compiled to bytecode."""
     session.run_install(
         _UV,
         "sync",
         "--frozen",
         "--no-default-groups",
+        "--compile-bytecode",
         *args,
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
