@@ -496,6 +496,23 @@ def test_every_submission_of_a_request_runs_with_its_resources_and_labels(
     assert len(nodes) == 1 and nodes != {head}  # the labelled node, every time
 
 
+def test_a_request_whose_resources_change_runs_with_each_submissions_own(
+    client: RayClient,
+) -> None:
+    # The client keeps Ray's remote function per set of options: a request changed back and
+    # forth between submissions still asks for what it holds at each one.
+    request = JobRequest(
+        name="resized",
+        entrypoint=Entrypoint.from_callable(placement),
+        resources=ResourceConfig(cpu=2, ram="0"),
+    )
+    seen = []
+    for cpu in (2, 1, 2, 1):
+        request.resources = ResourceConfig(cpu=cpu, ram="0")
+        seen.append(client.submit(request).result(timeout=120)[1])
+    assert seen == [{"CPU": 2.0}, {"CPU": 1.0}, {"CPU": 2.0}, {"CPU": 1.0}]
+
+
 def test_a_request_changed_after_it_ran_runs_as_changed(client: RayClient) -> None:
     # Requests can be changed after they are made; each submission works its options out
     # again, so its id (a '/' in the name is escaped there) and its function's agree.

@@ -205,6 +205,7 @@ class RayClient(JobDataClient):
                 )
             self.registry = RegistryLink(*driver_registry())
         self._execute = ray.remote(max_retries=0)(runner(job_client))
+        self._remotes: dict[str, Any] = {}  # see _remote_with
         self._hosts: dict[type[Any], Any] = {}
 
     def _connect(self, address: str | None) -> None:
@@ -279,7 +280,19 @@ class RayClient(JobDataClient):
                 entry.describe(),
                 f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
             ) from exc
-        return CallableJob(self, self._execute.options(**options), payload, env, ask)
+        return CallableJob(self, self._remote_with(options), payload, env, ask)
+
+    def _remote_with(self, options: dict[str, Any]) -> Any:
+        """The job wrapper's remote function with ``options``: Ray's ``options()`` checks
+        them and builds a class on each call (about 45 us a submit), so up to 64 are kept,
+        by their repr (options are plain data: numbers, strings, lists and dicts)."""
+        key = repr(options)
+        remote = self._remotes.get(key)
+        if remote is None:
+            if len(self._remotes) >= 64:
+                self._remotes.clear()
+            remote = self._remotes[key] = self._execute.options(**options)
+        return remote
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
         if self.mirrors:  # the driver sees a job submitted from inside a job at once
