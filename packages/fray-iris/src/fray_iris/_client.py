@@ -48,7 +48,7 @@ POLL_FIRST_S = 0.02  # the watcher's first pause after a job was submitted or mo
 POLL_MAX_S = 1.0  # growing by half each round to this
 PENDING_REASON_EVERY_S = 1.0
 STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
-LOGS_SETTLE_S = 1.0  # Iris's worker sends a job's last lines after its end, a batch a second
+LOGS_SETTLE_S = 1.0  # Iris's worker sends a job's last lines after its end, in batches 1 s apart
 _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
 UNLIMITED_RETRIES = 1000  # Iris's retries for an actor that restarts without limit
 
@@ -404,18 +404,20 @@ class IrisClient(BaseClient):
         data = job.data
         if not isinstance(data, Tracked):
             return super()._lines(job, include_children, tail)
-        if job.is_done and job.finished_at is not None:
-            settle = max(job.finished_at, data.new_at) + LOGS_SETTLE_S - time.time()
-            if settle > 0:
-                time.sleep(settle)  # whole once a fetch this long after both adds nothing
-        with self._asking(f"logs of {job.job_id}", job):
-            entries = line.logs(self.iris, data.wire, max_lines=tail or 0, tail=bool(tail))
-            lines = self._own(job, entries, include_children)
-            if tail and len(lines) < tail <= len(entries):  # children's lines took some: read all
-                lines = self._own(job, line.logs(self.iris, data.wire), include_children)
-        if tail:
-            return [text for _key, text in lines][-tail:]
-        return data.merge(include_children, lines)
+        while True:  # an ended job's lines are whole once a fetch a while after both adds none
+            before, ended = data.new_at, job.finished_at if job.is_done else None
+            if ended is not None:
+                time.sleep(max(max(ended, before) + LOGS_SETTLE_S - time.time(), 0.0))
+            with self._asking(f"logs of {job.job_id}", job):
+                entries = line.logs(self.iris, data.wire, max_lines=tail or 0, tail=bool(tail))
+                lines = self._own(job, entries, include_children)
+                if tail and len(lines) < tail <= len(entries):  # children's lines took some
+                    lines = self._own(job, line.logs(self.iris, data.wire), include_children)
+            if tail:
+                return [text for _key, text in lines][-tail:]
+            lines = data.merge(include_children, lines)
+            if ended is None or data.new_at == before or time.time() > ended + 5 * LOGS_SETTLE_S:
+                return lines
 
     def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
         """Its lines (``[i] `` first), if asked its descendants' (``[<id>] `` first), with keys."""

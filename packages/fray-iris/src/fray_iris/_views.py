@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# The job states Iris never leaves, and the task states that end an attempt.
 FINISHED = frozenset({"succeeded", "failed", "killed", "worker_failed", "unschedulable"})
-"""The job states Iris never leaves."""
-
-TASK_FINISHED = FINISHED | {"preempted", "cosched_failed"}  # the task states that end an attempt
+TASK_FINISHED = FINISHED | {"preempted", "cosched_failed"}
 
 
 class JobView(NamedTuple):
