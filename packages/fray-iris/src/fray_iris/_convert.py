@@ -49,7 +49,7 @@ else:
 
 IRIS = capabilities_of("iris")  # what Iris refuses in a request
 
-_STATES = dict.fromkeys(("failed", "worker_failed", "unschedulable"), JobStatus.FAILED)
+_STATES = dict.fromkeys(["failed", "worker_failed", "unschedulable"], JobStatus.FAILED)
 _STATES.update(running=JobStatus.RUNNING, succeeded=JobStatus.SUCCEEDED, killed=JobStatus.STOPPED)
 _NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
 _PROBE_TIMEOUT_MS = 5_000
