@@ -59,15 +59,19 @@ def _by_callback(refs: list[Any]) -> None:
     done = threading.Event()
 
     def ended(future: Any) -> None:
-        future.result()
+        future.exception()  # a failed task counts too (the caller raises it below)
         with lock:
             left[0] -= 1
             if not left[0]:
                 done.set()
 
-    for ref in refs:
-        ref.future().add_done_callback(ended)
-    done.wait()
+    futures = [ref.future() for ref in refs]
+    for future in futures:
+        future.add_done_callback(ended)
+    if not done.wait(600):
+        raise TimeoutError(f"{left[0]} of {len(refs)} raw Ray tasks did not end within 600 s")
+    for future in futures:
+        future.result()  # a task that failed fails the benchmark
 
 
 def _compare(
