@@ -11,14 +11,11 @@ the backend to stop the attempt (``_cancel_attempt``); no thread waits per job.
 from __future__ import annotations
 
 import collections
-import heapq
 import itertools
 import logging
 import os
-import queue
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, final
@@ -27,6 +24,7 @@ from fray import _bound
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend._capabilities import Capabilities, capabilities_of
+from fray.backend._events import TIMERS, EventThread
 from fray.backend._group import validate_actor_args
 from fray.backend._record import JobRecord, Outcome, Phase, job_id_part
 from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
@@ -60,82 +58,6 @@ def job_history_limit() -> int:
     return int(text)
 
 
-class _Timers:
-    """Calls functions at given times from one daemon thread, started on first use. The
-    functions must not block: they run one after another."""
-
-    def __init__(self) -> None:
-        self._heap: list[list[Any]] = []
-        self._cond = threading.Condition()
-        self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> list[Any]:
-        """Calls ``fn(*args)`` after ``delay`` seconds; returns what :meth:`cancel` takes."""
-        entry = [time.monotonic() + delay, next(self._seq), fn, args]
-        with self._cond:
-            heapq.heappush(self._heap, entry)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="fray-timers", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-        return entry
-
-    @staticmethod
-    def cancel(entry: list[Any]) -> None:
-        """The call will not happen (it no longer holds its arguments either)."""
-        entry[2:] = [None, ()]
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._heap or self._heap[0][0] > time.monotonic():
-                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
-                _when, _seq, fn, args = heapq.heappop(self._heap)
-            if fn is not None:
-                try:
-                    fn(*args)
-                except Exception:
-                    logger.exception("a timer of Fray's raised")
-
-
-TIMERS = _Timers()
-
-
-class _Soon:
-    """Calls functions one after another on one daemon thread of a client's, started on
-    first use and ended by :meth:`close` once what is queued has run."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None]
-        self._queue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def put(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._queue.put((fn, args))
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                    self._thread.start()
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            try:
-                item[0](*item[1])
-            except Exception:
-                logger.exception("a callback of Fray's raised")
-            del item  # an idle thread must not keep its last job alive
-
-    def close(self) -> None:
-        with self._lock:
-            if self._thread is not None:
-                self._queue.put(None)
-                self._thread = None
-
-
 class BaseClient:
     """What every client shares: ``submit`` and the attempt loop, ``terminate``, the job
     history, ``shutdown``, the context manager and the actor plumbing; a backend writes the
@@ -167,7 +89,7 @@ class BaseClient:
         self._serials = itertools.count(secrets.randbits(32))
         self._hosted: list[HostedActor] = []
         self._warned: set[str] = set()
-        self._soon = _Soon(f"fray-{self.scheme or 'client'}-events")
+        self._soon = EventThread(f"fray-{self.scheme or 'client'}-events")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._jobs)})"
@@ -490,6 +412,14 @@ class BaseClient:
             actor_class, args, kwargs, name, 1, resources, actor_config, single=True
         )
         return group.wait_ready(timeout=None)[0]
+
+    @final
+    def create_actor_pool(self, actor_class: type[T], *args: Any, **kwargs: Any) -> Any:
+        """An actor pool of ``actor_class`` members that grows with its queue and shrinks
+        when idle; see ``fray.Client.create_actor_pool`` (the arguments are the pool's)."""
+        from fray._pool import create_actor_pool
+
+        return create_actor_pool(self, actor_class, *args, **kwargs)
 
     def _new_group(
         self,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fray._types import JobRequest, TpuConfig
 from fray.backend import JobRecord, Outcome, Phase
 from fray.backend._capabilities import has_secrets
-from fray.backend._client import TIMERS
+from fray.backend._events import TIMERS
 from fray.backend._output import echo_stream
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 
