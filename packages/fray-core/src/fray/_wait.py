@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import queue
+import collections
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -19,6 +20,36 @@ _POLL_START_S = 0.02
 _POLL_MAX_S = 1.0
 _PROGRESS_EVERY_S = 0.5
 _PROGRESS_AFTER_S = 1.0
+#: How long one backend waits in its ``_await`` while jobs of other backends are pending too.
+_SHARED_SLICE_S = 0.05
+
+
+class _Ended:
+    """The indexes of handles that finished, put by their done callbacks (any thread) and
+    taken by ``wait_all``; what a backend's ``_await`` waits on (``wait``) besides its own
+    jobs."""
+
+    def __init__(self) -> None:
+        self._indexes: collections.deque[int] = collections.deque()
+        self._cond = threading.Condition()
+
+    def put(self, index: int) -> None:
+        """Handle ``index`` finished."""
+        with self._cond:
+            self._indexes.append(index)
+            self._cond.notify_all()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Waits at most ``timeout`` seconds for a finished handle; whether there is one."""
+        with self._cond:
+            return self._cond.wait_for(lambda: bool(self._indexes), timeout)
+
+    def take(self) -> list[int]:
+        """The indexes put since the last call."""
+        with self._cond:
+            taken = list(self._indexes)
+            self._indexes.clear()
+        return taken
 
 
 class _Progress:
@@ -107,6 +138,7 @@ def wait_all(
         JobTimeoutError: ``timeout`` passed before every job finished.
     """
     from fray._types import JobStatus
+    from fray.backend._handle import BaseJobHandle
 
     handles = _check(jobs, timeout, progress)
     futures = bool(handles) and not hasattr(handles[0], "status")
@@ -143,14 +175,20 @@ def wait_all(
                     handle.wait(timeout=0, raise_on_failure=True)
         pending.discard(index)
 
-    events: queue.SimpleQueue[int] = queue.SimpleQueue()
+    ended = _Ended()
     polled: list[int] = []
+    # Jobs of the engine's handles, by client: each client's ``_await`` is given its own,
+    # so a backend that learns ends in the caller's thread (Ray) waits for all of them at once.
+    by_client: dict[Any, dict[int, Any]] = {}
     for index, handle in enumerate(handles):
         add_callback = getattr(handle, "add_done_callback", None)
         if add_callback is None:
             polled.append(index)
-        else:
-            add_callback(lambda _h, i=index: events.put(i))  # pyright: ignore[reportUnknownLambdaType]
+            continue
+        add_callback(lambda _h, i=index: ended.put(i))  # pyright: ignore[reportUnknownLambdaType]
+        if isinstance(handle, BaseJobHandle):
+            job = handle._job  # pyright: ignore[reportPrivateUsage]
+            by_client.setdefault(job.client, {})[index] = job
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = _POLL_START_S
     looked = False  # a timeout is only raised after one look at the jobs
@@ -158,8 +196,10 @@ def wait_all(
         for index in polled:
             settle(index)
         polled = [i for i in polled if i in pending]
-        while not events.empty():  # whatever finished meanwhile
-            settle(events.get())
+        for index in ended.take():  # whatever finished meanwhile
+            settle(index)
+            for jobs_of_client in by_client.values():
+                jobs_of_client.pop(index, None)
         bar.update(total - len(pending), failed)
         if not pending:
             break
@@ -177,9 +217,15 @@ def wait_all(
         if deadline is not None:
             wait_for = min(wait_for, max(deadline - now, 0.0))
         looked = True
-        try:
-            settle(events.get(timeout=wait_for))
-        except queue.Empty:
+        waiting = [(c, jobs) for c, jobs in by_client.items() if jobs]
+        if len(waiting) > 1:  # each backend in turn, a short slice each
+            wait_for = min(wait_for, _SHARED_SLICE_S)
+        woken = False
+        for client, jobs_of_client in waiting:
+            woken = client._await(jobs_of_client.values(), wait_for, ended) or woken  # pyright: ignore[reportPrivateUsage]
+        if not waiting:
+            woken = ended.wait(wait_for)
+        if not woken and polled:
             interval = min(interval * 1.5, _POLL_MAX_S)
     bar.update(total, failed, final=True)
     return results

@@ -16,9 +16,9 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, final
 
 from fray import _bound
 from fray._actor import HostedActor
@@ -38,6 +38,16 @@ __all__ = ["BaseClient", "job_history_limit"]
 
 logger = logging.getLogger("fray")
 T = TypeVar("T")
+
+
+class Wakeup(Protocol):
+    """What :meth:`BaseClient._await` waits on: a job's record, or ``wait_all``'s list of
+    finished handles."""
+
+    def wait(self, timeout: float | None) -> bool:
+        """Waits at most ``timeout`` seconds for it to be set; whether it is."""
+        ...
+
 
 DEFAULT_JOB_HISTORY = 10_000
 
@@ -254,6 +264,20 @@ class BaseClient:
         return None
 
     # -- hooks: reading a job ----------------------------------------------------------------
+
+    def _await(self, jobs: Collection[JobRecord], timeout: float | None, wakeup: Wakeup) -> bool:
+        """Waits, in the caller's thread, at most ``timeout`` seconds (``None``: no limit) for
+        ``wakeup``, which the end of one of ``jobs`` sets (a handle's ``wait`` passes the
+        job's record, ``wait_all`` its own list of finished handles); returns whether it was
+        set. By default the records are kept current by events and this only waits.
+
+        A backend that can learn ends in the caller's own thread overrides it: it waits for
+        all of ``jobs`` at once (Ray: one bulk wait over their tasks; Iris: one state call
+        for all of them), settles those that ended, and still returns within ``timeout``
+        of the call and soon after ``wakeup`` is set for another reason (a job stopped,
+        a job of another backend ended), so it waits in slices."""
+        del jobs
+        return wakeup.wait(timeout)
 
     def _refresh(self, job: JobRecord) -> float | None:
         """Brings the record up to date where state is learnt by asking; returns how long

@@ -49,7 +49,7 @@ class BaseJobHandle:
                 if left <= 0:
                     return False
                 step = left if step is None else min(step, left)
-            if job.wait(step):
+            if client._await((job,), step, job):  # pyright: ignore[reportPrivateUsage]
                 return True
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
