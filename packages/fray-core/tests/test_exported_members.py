@@ -12,11 +12,12 @@ import fray.backend
 
 FRAY = {
     "ANY_REGION", "ActorConfig", "ActorContext", "ActorDiedError", "ActorError", "ActorFuture",
-    "ActorGroup", "ActorHandle", "ActorMethod", "ActorUnavailableError",
+    "ActorGroup", "ActorHandle", "ActorMethod", "ActorPool", "ActorUnavailableError",
     "BackendUnavailableError", "Client", "CpuConfig", "DeviceConfig", "Entrypoint",
     "EnvironmentConfig", "FrayError", "GpuConfig", "HostedActor", "InvalidRequestError",
     "JobAlreadyExistsError", "JobFailedError", "JobHandle", "JobInfo", "JobNotFoundError",
-    "JobRequest", "JobStatus", "JobTimeoutError", "LocalClient", "ResourceConfig", "TpuConfig",
+    "JobRequest", "JobStatus", "JobTimeoutError", "LocalClient", "MemberResult", "MemberState",
+    "PoolState", "PoolStatus", "ResourceConfig", "TpuConfig",
     "current_actor", "current_client", "current_job_id", "set_current_client", "task_index",
     "wait_all",
 }  # fmt: skip
@@ -32,7 +33,7 @@ BACKEND = {
 
 def test_fray_exports_exactly_its_public_names() -> None:
     assert set(fray.__all__) == FRAY
-    assert len(fray.__all__) <= 40
+    assert len(fray.__all__) <= 42  # 37, and the five names of actor pools
     for name in fray.__all__:
         assert getattr(fray, name) is not None
 

@@ -38,6 +38,8 @@ from fray.errors import (
 )
 
 if TYPE_CHECKING:
+    from fray._pool import ActorPool
+    from fray._pool_parts import MemberResult, MemberState, PoolState, PoolStatus
     from fray._protocols import ActorFuture, ActorGroup, ActorHandle, ActorMethod, Client, JobHandle
     from fray._resources import ANY_REGION
     from fray._types import (
@@ -67,6 +69,7 @@ __all__ = [
     "ActorGroup",
     "ActorHandle",
     "ActorMethod",
+    "ActorPool",
     "ActorUnavailableError",
     "BackendUnavailableError",
     "Client",
@@ -87,6 +90,10 @@ __all__ = [
     "JobStatus",
     "JobTimeoutError",
     "LocalClient",
+    "MemberResult",
+    "MemberState",
+    "PoolState",
+    "PoolStatus",
     "ResourceConfig",
     "TpuConfig",
     "current_actor",
@@ -99,7 +106,14 @@ __all__ = [
 
 # Loaded on first use, from the first of these modules that has it: the request types pull in
 # pydantic, the backends much more.
-_LAZY = ("fray._resources", "fray._types", "fray._protocols", "fray.local")
+_LAZY = (
+    "fray._resources",
+    "fray._types",
+    "fray._protocols",
+    "fray._pool",
+    "fray._pool_parts",
+    "fray.local",
+)
 
 # Names that moved off the top level: they keep working for one release, with a warning
 # naming their place now (see docs/migrating-from-fray-v2.md).

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
+
+if TYPE_CHECKING:
+    from fray._pool import ActorPool
+    from fray._pool_parts import MemberResult
 
 __all__ = ["ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"]
 
@@ -168,6 +172,39 @@ class ActorGroup(Protocol):
         ``ActorDiedError``."""
         ...
 
+    def pool(
+        self,
+        *,
+        max_item_retries: int = 3,
+        idempotent: bool = False,
+        call_timeout: float | None = None,
+        max_in_flight_per_member: int = 1,
+        no_members_timeout: float = 60.0,
+    ) -> ActorPool:
+        """An :class:`~fray.ActorPool` over this group's members: items go to whichever is
+        free; it neither grows nor shrinks the group, and its ``shutdown`` leaves the group
+        running. See ``Client.create_actor_pool`` for the options.
+
+        Raises:
+            InvalidRequestError: A bad option, naming it and what is allowed.
+        """
+        ...
+
+    def broadcast(
+        self, method: str, /, *args: Any, timeout: float | None = None, **kwargs: Any
+    ) -> list[MemberResult]:
+        """Calls ``method(*args, **kwargs)`` once on every running member, in parallel (at
+        most 64 threads however large the group), and returns one
+        :class:`~fray.MemberResult` per member in index order: its value, or its error (a
+        member that is not running is not called: ``ActorDiedError`` or
+        ``ActorUnavailableError``; one that did not answer within ``timeout`` seconds:
+        ``JobTimeoutError``). It never raises a member's error itself.
+
+        Raises:
+            InvalidRequestError: A bad ``method`` or ``timeout``.
+        """
+        ...
+
 
 @runtime_checkable
 class Client(Protocol):
@@ -208,6 +245,50 @@ class Client(Protocol):
         **kwargs: Any,
     ) -> ActorGroup:
         """Creates ``count`` actors named ``{name}-{i}``; returns without waiting."""
+        ...
+
+    def create_actor_pool(
+        self,
+        actor_class: type[Any],
+        *args: Any,
+        name: str,
+        min_workers: int = 1,
+        max_workers: int | None = None,
+        resources: ResourceConfig | None = None,
+        actor_config: ActorConfig | None = None,
+        idle_timeout: float = 60.0,
+        max_item_retries: int = 3,
+        no_members_timeout: float = 60.0,
+        max_in_flight_per_member: int = 1,
+        idempotent: bool = False,
+        call_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> ActorPool:
+        """Starts an :class:`~fray.ActorPool` of ``actor_class(*args, **kwargs)`` actors and
+        returns at once (items wait for the first member).
+
+        Args:
+            actor_class: The members' class; each member builds one instance.
+            name: The pool's name; its members are ``{name}-{k}-0``.
+            min_workers: Members kept at all times (0: none until items come).
+            max_workers: The most members; it grows while items wait (default:
+                ``min_workers``, at least 1).
+            resources: What each member needs.
+            actor_config: Each member's actor settings (restarts, concurrency).
+            idle_timeout: Seconds a member may sit idle before it is stopped (never below
+                ``min_workers``).
+            max_item_retries: Times an item is sent again after its member died or could
+                not be reached (a poison item then fails; the others go on).
+            no_members_timeout: Seconds with no member ready, starting or restarting (and
+                none that can be added) after which every pending item fails.
+            max_in_flight_per_member: Items sent to one member at a time.
+            idempotent: Whether an item that timed out may run again on another member.
+            call_timeout: Seconds an item may run on a member (``None``: no limit).
+            **kwargs: The constructor's keyword arguments.
+
+        Raises:
+            InvalidRequestError: A bad argument, naming it and what is allowed.
+        """
         ...
 
     def host_actor(

@@ -218,6 +218,21 @@ class BaseActorGroup:
         """See ``fray.ActorGroup.is_done``."""
         return all(s in _GONE for s in self.statuses())
 
+    def pool(self, **options: Any) -> Any:
+        """See ``fray.ActorGroup.pool``."""
+        from fray._pool import pool_over_group
+
+        return pool_over_group(self, **options)
+
+    def broadcast(
+        self, method: str, /, *args: Any, timeout: float | None = None, **kwargs: Any
+    ) -> list[Any]:
+        """See ``fray.ActorGroup.broadcast``."""
+        from fray._pool_parts import broadcast
+
+        self._refresh(0)
+        return broadcast(self._members, method, args, kwargs, timeout)
+
     def shutdown(self) -> None:
         """See ``fray.ActorGroup.shutdown``."""
         with self._cond:
