@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fray_testing.conformance import (
+    ALL_TEST_CLASSES,
     BackendConformance,
+    ConformanceTests,
     JobTests,
+    PoolTests,
     capability_reasons,
     check_overrides,
 )
@@ -87,3 +90,15 @@ def test_every_capability_has_a_reason() -> None:
     reasons = capability_reasons()
     assert reasons
     assert all(len(reason) > 20 for reason in reasons.values())
+
+
+def test_every_topic_is_in_the_whole_suite() -> None:
+    topics = {
+        base
+        for base in BackendConformance.__mro__
+        if base not in (BackendConformance, ConformanceTests)
+        and isinstance(base, type)
+        and issubclass(base, ConformanceTests)
+    }
+    assert topics == set(ALL_TEST_CLASSES)
+    assert PoolTests in topics

@@ -43,6 +43,7 @@ if typing.TYPE_CHECKING:
     from fray_testing.conformance.logs import LogTests
     from fray_testing.conformance.nested import NestedJobTests
     from fray_testing.conformance.pickling import PicklingTests
+    from fray_testing.conformance.pools import PoolTests
     from fray_testing.conformance.resources import ResourceValidationTests
     from fray_testing.conformance.results import ResultTests
     from fray_testing.conformance.retries import RetryTests
@@ -63,6 +64,7 @@ __all__ = [
     "LogTests",
     "NestedJobTests",
     "PicklingTests",
+    "PoolTests",
     "ResourceValidationTests",
     "ResultTests",
     "RetryTests",
@@ -87,6 +89,7 @@ _MODULES = {
     "LogTests": "logs",
     "NestedJobTests": "nested",
     "PicklingTests": "pickling",
+    "PoolTests": "pools",
     "ResourceValidationTests": "resources",
     "ResultTests": "results",
     "RetryTests": "retries",

@@ -11,6 +11,7 @@ from fray_testing.conformance.jobs import JobTests
 from fray_testing.conformance.logs import LogTests
 from fray_testing.conformance.nested import NestedJobTests
 from fray_testing.conformance.pickling import PicklingTests
+from fray_testing.conformance.pools import PoolTests
 from fray_testing.conformance.resources import ResourceValidationTests
 from fray_testing.conformance.results import ResultTests
 from fray_testing.conformance.retries import RetryTests
@@ -32,6 +33,7 @@ ALL_TEST_CLASSES: tuple[type[ConformanceTests], ...] = (
     PicklingTests,
     RetryTests,
     ResourceValidationTests,
+    PoolTests,
 )
 """The topic classes, in the order the suite presents them."""
 
@@ -50,5 +52,6 @@ class BackendConformance(
     PicklingTests,
     RetryTests,
     ResourceValidationTests,
+    PoolTests,
 ):
     """The whole suite in one class, for backends that adopt everything at once."""
