@@ -25,6 +25,7 @@ from fray.errors import InvalidRequestError
 __all__ = [
     "GPU_TYPES",
     "ActorConfig",
+    "AttemptInfo",
     "BinaryEntrypoint",
     "CallableEntrypoint",
     "CpuConfig",
@@ -503,6 +504,27 @@ class ActorConfig(Model):
     priority: Int = 0
 
 
+class AttemptInfo(Model):
+    """How one attempt of a job ended (times are Unix times).
+
+    Attributes:
+        attempt: Its number, from 1.
+        outcome: ``succeeded``, ``failed``, ``preempted``, ``stopped``, ``timed_out`` or
+            ``unplaced`` (never placed within the job's ``scheduling_timeout``).
+        started_at: When it was placed, if it was.
+        finished_at: When its end was recorded.
+        error: What went wrong, in words, where the backend said.
+        exit_code: Its exit code, where known.
+    """
+
+    attempt: Int
+    outcome: Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
+    started_at: Float | None = None
+    finished_at: Float | None = None
+    error: Str | None = None
+    exit_code: Int | None = None
+
+
 class JobInfo(Model):
     """A snapshot of a job's bookkeeping (times are Unix times).
 
@@ -516,6 +538,8 @@ class JobInfo(Model):
         children: Ids of jobs submitted from inside this one.
         started_at: When the first attempt started, if it has.
         pending_reason: While the job waits to be placed, why, where the backend says.
+        attempt_history: How each attempt that ended did, oldest first, where Fray's engine
+            ran the attempts (empty where the cluster runs them, e.g. Iris).
     """
 
     job_id: Str
@@ -533,3 +557,4 @@ class JobInfo(Model):
     started_at: Float | None = None
     finished_at: Float | None = None
     pending_reason: Str | None = None
+    attempt_history: tuple[AttemptInfo, ...] = ()

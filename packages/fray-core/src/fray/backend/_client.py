@@ -26,7 +26,8 @@ from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceCon
 from fray.backend._capabilities import Capabilities, capabilities_of
 from fray.backend._events import TIMERS, EventThread
 from fray.backend._group import validate_actor_args
-from fray.backend._record import JobRecord, Outcome, Phase, job_id_part
+from fray.backend._outcome import Outcome
+from fray.backend._record import JobRecord, Phase, job_id_part
 from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
@@ -87,6 +88,9 @@ class BaseClient:
     #: ``EnvironmentConfig`` fields this backend accepts and does not use (meant for
     #: another backend): a request that sets one is warned about, once per client and field.
     ignores: ClassVar[tuple[str, ...]] = ()
+    #: Whether the cluster runs a job's attempts and budgets itself (Iris): the backend
+    #: then overrides :meth:`_launch` and moves records with ``JobRecord.observe``.
+    cluster_runs_attempts: ClassVar[bool] = False
 
     def __init__(self, target: str | None = None, target_field: str = "target") -> None:
         self.target = None if target is None else capabilities_of(target, field=target_field)

@@ -25,7 +25,7 @@ from fray._actor import ActorContext, HostedActor, ShutdownEvent
 from fray._types import ActorConfig
 from fray.backend._binding import binding
 from fray.backend._hosted_handle import HostedActorHandle
-from fray.backend._record import portable_error
+from fray.backend._outcome import portable_error
 from fray.backend._wire import LOCAL_SERVERS, alive, authenticate, recv, send
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 

@@ -20,113 +20,25 @@ import logging
 import os
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fray._secrets import masker
-from fray._types import JobInfo, JobRequest, JobStatus
+from fray._types import AttemptInfo, JobInfo, JobRequest, JobStatus
+from fray.backend._outcome import Outcome, OutcomeKind
 
 if TYPE_CHECKING:
     from fray.backend._client import BaseClient
 
-__all__ = ["JobRecord", "LogBuffer", "Outcome", "Phase", "job_id_part", "portable_error"]
+__all__ = ["JobRecord", "LogBuffer", "Observed", "Phase", "job_id_part"]
 
 logger = logging.getLogger("fray")
-
-OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
 
 def job_id_part(name: str) -> str:
     """``name`` as one part of a job id: ``/`` separates a parent's id from its children's,
     so ``%`` becomes ``%25`` and ``/`` becomes ``%2F`` (Marin names jobs after paths)."""
     return name.replace("%", "%25").replace("/", "%2F")
-
-
-class Outcome(NamedTuple):
-    """How one attempt ended, built with the class methods; a backend reports it with
-    :meth:`JobRecord.report`. It pickles (a cause that would not becomes a ``RuntimeError``
-    with its type and text), so a worker process can send it back.
-
-    Attributes:
-        value: The callable's return value (``succeeded``).
-        cause: The user's exception behind a failure, where known.
-        error: What went wrong, in words (failure, preemption, why it was not placed).
-        failed_tasks: How many replicas failed (``failed``), for ``max_task_failures``.
-        trace: The failure's traceback, where :meth:`of_call` caught it.
-    """
-
-    kind: OutcomeKind
-    value: Any = None
-    cause: BaseException | None = None
-    error: str | None = None
-    exit_code: int | None = None
-    failed_tasks: int = 1
-    trace: str | None = None
-
-    @classmethod
-    def succeeded(cls, value: Any = None, exit_code: int | None = None) -> Outcome:
-        """The attempt succeeded with ``value``."""
-        return cls("succeeded", value, exit_code=exit_code)
-
-    @classmethod
-    def failed(
-        cls,
-        cause: BaseException | None = None,
-        error: str | None = None,
-        exit_code: int | None = None,
-        failed_tasks: int = 1,
-    ) -> Outcome:
-        """The attempt failed; ``error`` defaults to the cause's type and text."""
-        if error is None:
-            error = f"{type(cause).__name__}: {cause}" if cause is not None else "failed"
-        return cls("failed", None, cause, error, exit_code, max(failed_tasks, 1))
-
-    @classmethod
-    def preempted(cls, reason: str, exit_code: int | None = None) -> Outcome:
-        """The attempt was lost to something outside it (a node went away)."""
-        return cls("preempted", error=reason, exit_code=exit_code)
-
-    @classmethod
-    def stopped(cls) -> Outcome:
-        """The attempt was stopped (by ``terminate()`` or shutdown)."""
-        return cls("stopped")
-
-    @classmethod
-    def timed_out(cls) -> Outcome:
-        """The attempt ran past ``JobRequest.timeout``."""
-        return cls("timed_out")
-
-    @classmethod
-    def unplaced(cls, reason: str | None = None) -> Outcome:
-        """No node took the attempt within ``JobRequest.scheduling_timeout``."""
-        return cls("unplaced", error=reason)
-
-    @classmethod
-    def of_call(cls, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Outcome:
-        """Calls ``fn`` and returns how it went: every exception is caught, ``SystemExit``
-        included (its code is the exit code; any other exception's is 1)."""
-        try:
-            return cls("succeeded", fn(*args, **kwargs))
-        except BaseException as exc:
-            code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
-            error = f"{type(exc).__name__}: {exc}"
-            return cls("failed", None, exc, error, code or 1, trace=traceback.format_exc())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        cause = None if self.cause is None else portable_error(self.cause)
-        return (Outcome, (*self[:2], cause, *self[3:]))
-
-
-def portable_error(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling; otherwise a ``RuntimeError`` with its type and text."""
-    import cloudpickle
-
-    try:
-        cloudpickle.loads(cloudpickle.dumps(exc))
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-    return exc
 
 
 _last_stamp = 0.0
@@ -252,6 +164,33 @@ _INFO_FIELDS = (
 )
 
 
+class Observed(NamedTuple):
+    """What a cluster that runs a job's attempts itself says of the job (Iris's own retries,
+    a job found by id), for :meth:`JobRecord.observe`; ``None`` is "not known": the record
+    keeps what it has.
+
+    Attributes:
+        status: The job's status; a final one ends the record.
+        attempts: Attempts started so far (never lowers the record's count).
+        failures: Attempts that failed on their own (never lowers it).
+        preemptions: Attempts lost to preemption (never lowers it).
+        cause: The user's exception behind a failure, where known.
+    """
+
+    status: JobStatus | None = None
+    attempts: int | None = None
+    failures: int | None = None
+    preemptions: int | None = None
+    replicas: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    cause: BaseException | None = None
+    name: str | None = None
+    parent: str | None = None
+
+
 class JobRecord:
     """One job's bookkeeping: status, attempts, both retry budgets, output, value, children
     and the callbacks to run when it ends (the fields of :class:`~fray.JobInfo`, and more).
@@ -272,6 +211,8 @@ class JobRecord:
     __slots__ = (
         "_callbacks",
         "_done",
+        "_history",
+        "_placed_at",
         "_stop_as",
         "_task_failures",
         "attempts",
@@ -336,6 +277,11 @@ class JobRecord:
         self.submitted_at = time.time()
         self.started_at: float | None = None
         self.finished_at: float | None = None
+        self._placed_at: float | None = None
+        # One (attempt, outcome kind, placed at, ended at, error, exit code) per attempt ended.
+        self._history: list[
+            tuple[int, OutcomeKind, float | None, float, str | None, int | None]
+        ] = []
 
     # -- an attempt's life: the engine calls begin and stop, the backend placed and report --
 
@@ -358,8 +304,9 @@ class JobRecord:
             self.phase = Phase.RUNNING
             self.status = JobStatus.RUNNING
             self.attempts += 1
+            self._placed_at = now = time.time()
             if self.started_at is None:
-                self.started_at = time.time()
+                self.started_at = now
         self.client._placed(self)  # pyright: ignore[reportPrivateUsage]
         return True
 
@@ -401,6 +348,10 @@ class JobRecord:
                 outcome = self._stop_as  # made by the engine: nothing to mask
                 reported = outcome.error
             kind = outcome.kind
+            self._history.append(
+                (self.begun, kind, self._placed_at, time.time(), reported, outcome.exit_code)
+            )
+            self._placed_at = None
             if kind in ("succeeded", "failed", "preempted"):
                 self.exit_code = outcome.exit_code
                 if self.phase is Phase.PLACING:  # it ran, though never reported placed
@@ -447,6 +398,37 @@ class JobRecord:
             if error is not None:
                 self.error = self._masked(error)
             self._finishing(status)
+        self._finished()
+        return True
+
+    def observe(self, seen: Observed) -> bool:
+        """Records what the cluster says of a job whose attempts it runs itself (see
+        ``BaseClient.cluster_runs_attempts``, or a job found by id): counts only grow, a
+        final status ends the job. Returns whether this ended it."""
+        if self.request is not None and not self.client.cluster_runs_attempts:
+            raise RuntimeError(
+                f"{self.job_id}: its attempts are run by Fray's engine (begin, placed, report), "
+                "not observed"
+            )
+        error = self._masked(seen.error) if seen.error else None
+        with self.lock:
+            if self.phase is Phase.ENDED:
+                return False
+            self.attempts = max(self.attempts, seen.attempts or 0)
+            self.failures = max(self.failures, seen.failures or 0)
+            self.preemptions = max(self.preemptions, seen.preemptions or 0)
+            for field in ("replicas", "started_at", "exit_code", "cause", "name", "parent"):
+                value = getattr(seen, field)
+                if value is not None:
+                    setattr(self, field, value)
+            if error is not None:
+                self.error = error
+            status = seen.status
+            if status is None or not status.is_finished:
+                self.status = status or self.status
+                return False
+            self._finishing(status)
+            self.finished_at = seen.finished_at or self.finished_at
         self._finished()
         return True
 
@@ -571,6 +553,18 @@ class JobRecord:
         with self.lock:
             fields = {name: getattr(self, name) for name in _INFO_FIELDS}
             fields["children"] = tuple(child.job_id for child in self.children)
+            history = list(self._history)
+        fields["attempt_history"] = tuple(
+            AttemptInfo(
+                attempt=attempt,
+                outcome=kind,
+                started_at=started,
+                finished_at=ended,
+                error=error,
+                exit_code=code,
+            )
+            for attempt, kind, started, ended, error, code in history
+        )
         return JobInfo(**(fields | update))
 
     def __repr__(self) -> str:
