@@ -140,8 +140,8 @@ class BaseClient:
         parent = running[2] if running is not None else None
         if not isinstance(parent, JobRecord) or parent.client is not self:
             parent = None
-        job = JobRecord(self, self._job_id(request.name, parent_id), request, parent=parent_id)
-        job.data = data
+        job_id = self._job_id(request.name, parent_id)
+        job = JobRecord(self, job_id, request, parent=parent_id, data=data)
         with self._lock:
             self._check_open()
             self._remember(job)

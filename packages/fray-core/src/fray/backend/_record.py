@@ -203,7 +203,8 @@ class JobRecord:
         cause: The user's exception behind a failure, where known.
         log: The job's output lines (where the backend keeps them in this process).
         children: Records of the jobs submitted from this one in this process.
-        data: What the backend keeps for the current attempt (replicas, Ray refs, ...).
+        data: What the backend keeps for the job, given when the record is made and of one
+            type for its whole life (its attempts change what it holds, not what it is).
         deadlines: The engine's timers for the current attempt.
         lock: Guards every field; held only briefly, never while a backend hook runs.
     """
@@ -250,6 +251,7 @@ class JobRecord:
         parent: str | None = None,
         name: str | None = None,
         replicas: int | None = None,
+        data: Any = None,
     ) -> None:
         self.client = client
         self.job_id = job_id
@@ -268,7 +270,7 @@ class JobRecord:
         self.value: Any = None
         self.log = LogBuffer()
         self.children: list[JobRecord] = []
-        self.data: Any = None
+        self.data: Any = data
         self.deadlines: list[Any] = []
         self.lock = threading.Lock()
         self._done = _Done()

@@ -76,8 +76,7 @@ class LocalJobHandle(BaseJobHandle):
         global _futures
         if _futures is None:
             _futures = _Futures()
-        record = JobRecord(_futures, job_id)
-        record.data = future
+        record = JobRecord(_futures, job_id, data=future)
         record.begin()
         record.placed()
         super().__init__(record)

@@ -1,0 +1,127 @@
+"""How big each of Fray's packages is: syntax-tree nodes, lines and the share of docstrings.
+
+    python tools/size.py                 # a table, one row per package
+    python tools/size.py --json          # the same as JSON
+    python tools/size.py --check         # exit 1 if a package is over its ceiling or under 12 %
+
+Size is counted in syntax-tree nodes (``ast.walk`` over every ``.py`` file under
+``packages/<package>/src``), because packing more code into fewer lines does not change it.
+Lines are physical lines; the docstring share is the lines that docstrings (of modules,
+classes and functions) span, over all lines. ``fray-core`` is counted without
+``fray/migrate``, as its ceiling is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Node counts at 2f0ec05: the ceilings of the code that existed then (DESIGN.md).
+CEILINGS = {
+    "fray-core": 48_970,
+    "fray-ray": 15_148,
+    "fray-iris": 14_270,
+    "fray-tpu": 9_415,
+    "fray-testing": 23_946,
+}
+#: Code added since by features of their own, outside those ceilings (their own budget).
+NEW_FEATURES = {"fray-core": ("fray/_pool.py", "fray/_pool_", "fray/dashboard/")}
+MIN_DOCSTRING_SHARE = 0.12
+
+
+class Size(NamedTuple):
+    """One package's size."""
+
+    nodes: int
+    lines: int
+    docstring_lines: int
+    new_feature_nodes: int
+
+    @property
+    def docstring_share(self) -> float:
+        """Docstring lines over all lines."""
+        return self.docstring_lines / self.lines if self.lines else 0.0
+
+
+def _docstring_lines(tree: ast.Module) -> int:
+    """The lines the docstrings of a module, its classes and functions span."""
+    total = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            first = body[0] if body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                total += (first.end_lineno or first.lineno) - first.lineno + 1
+    return total
+
+
+def measure(package: str) -> Size:
+    """The size of ``packages/<package>/src`` (fray-core without ``fray/migrate``)."""
+    src = ROOT / "packages" / package / "src"
+    nodes = lines = docs = new = 0
+    for path in sorted(src.rglob("*.py")):
+        relative = path.relative_to(src).as_posix()
+        if package == "fray-core" and relative.startswith("fray/migrate/"):
+            continue
+        text = path.read_text()
+        tree = ast.parse(text)
+        count = sum(1 for _ in ast.walk(tree))
+        if relative.startswith(NEW_FEATURES.get(package, ())):
+            new += count
+        else:
+            nodes += count
+        lines += len(text.splitlines())
+        docs += _docstring_lines(tree)
+    return Size(nodes, lines, docs, new)
+
+
+def problems(sizes: dict[str, Size]) -> list[str]:
+    """What breaks a ceiling or the docstring floor, in words."""
+    found: list[str] = []
+    for package, size in sizes.items():
+        ceiling = CEILINGS.get(package)
+        if ceiling is not None and size.nodes > ceiling:
+            found.append(f"{package}: {size.nodes:,} nodes, over its ceiling of {ceiling:,}")
+        if size.docstring_share < MIN_DOCSTRING_SHARE:
+            found.append(
+                f"{package}: docstrings are {size.docstring_share:.1%} of its lines, "
+                f"under {MIN_DOCSTRING_SHARE:.0%}"
+            )
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module's docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--check", action="store_true", help="exit 1 on a ceiling or floor")
+    args = parser.parse_args(argv)
+    sizes = {package: measure(package) for package in CEILINGS}
+    if args.json:
+        rows = {p: {**s._asdict(), "docstring_share": s.docstring_share} for p, s in sizes.items()}
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'package':<14}{'nodes':>9}{'ceiling':>9}{'new':>8}{'lines':>8}{'docs':>7}")
+        for package, size in sizes.items():
+            print(
+                f"{package:<14}{size.nodes:>9,}{CEILINGS[package]:>9,}"
+                f"{size.new_feature_nodes:>8,}{size.lines:>8,}{size.docstring_share:>7.1%}"
+            )
+    found = problems(sizes)
+    for problem in found:
+        print(f"size: {problem}", file=sys.stderr)
+    return 1 if args.check and found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
