@@ -5,6 +5,7 @@ limit) and the grace period of a terminate (``FRAY_TERMINATE_GRACE_S``)."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import weakref
 from typing import Any
@@ -127,3 +128,30 @@ def test_an_idle_job_thread_does_not_keep_its_last_job(monkeypatch: pytest.Monke
         gc.collect()
         # No later job takes the thread that ran it: it must have let go all the same.
         assert freed.wait(10)
+
+
+def chatty(count: int) -> None:
+    for index in range(count):
+        print(f"line {index}\r ok")  # a carriage return inside a line stays inside it
+
+
+def test_a_finished_job_keeps_its_last_lines_in_memory_and_every_line_for_logs() -> None:
+    from fray.backend import LogBuffer
+
+    keep = LogBuffer.KEEP_LINES
+    with LocalClient(echo_logs=False) as client:
+        handle = client.submit(req(chatty, keep * 2 + 500))
+        handle.wait(timeout=60)
+        buffer = handle._job.log  # pyright: ignore[reportPrivateUsage]
+        assert len(buffer._lines) == keep  # pyright: ignore[reportPrivateUsage]
+        assert len(buffer) == keep * 2 + 500
+        lines = handle.logs()
+        assert lines == tuple(f"line {i}\r ok" for i in range(keep * 2 + 500))
+        assert handle.logs(max_lines=2) == lines[-2:]
+        spilled = buffer._older[0]  # pyright: ignore[reportPrivateUsage]
+        assert os.stat(spilled).st_mode & 0o077 == 0  # only its user may read it
+    del handle, buffer
+    client_jobs = client._jobs  # pyright: ignore[reportPrivateUsage]
+    client_jobs.clear()
+    gc.collect()
+    assert not os.path.exists(spilled)  # removed with the buffer

@@ -18,8 +18,10 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -59,10 +61,14 @@ class LogBuffer:
     Partial writes are joined until a newline, per writing thread: the replicas of a job (and
     the readers of its processes) write at once, and one's unfinished line must not take in
     another's. :meth:`close` keeps last lines that have no newline, so nothing a job printed
-    is lost.
+    is lost. A closed buffer keeps its last :data:`KEEP_LINES` lines in memory and the rest
+    in a private temporary file (removed with the buffer), so a client's history of
+    finished jobs costs little memory however much they printed.
     """
 
-    __slots__ = ("_lines", "_lock", "_partial", "_waiting", "closed")
+    KEEP_LINES = 1_000
+
+    __slots__ = ("__weakref__", "_lines", "_lock", "_older", "_partial", "_waiting", "closed")
 
     def __init__(self) -> None:
         self._lines: list[tuple[float, str]] = []
@@ -74,9 +80,12 @@ class LogBuffer:
         # job submit(...).wait(), one at a time".
         self._waiting: threading.Condition | None = None
         self.closed = False
+        # Once closed with more than KEEP_LINES lines: the file holding the older ones, and
+        # how many.
+        self._older: tuple[str, int] | None = None
 
     def __len__(self) -> int:
-        return len(self._lines)
+        return len(self._lines) + (self._older[1] if self._older else 0)
 
     def write(self, text: str, prefix: str = "") -> None:
         """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
@@ -107,11 +116,28 @@ class LogBuffer:
             self.closed = True
             if self._waiting is not None:
                 self._waiting.notify_all()
+            if len(self._lines) > self.KEEP_LINES:
+                self._spill()
+
+    def _spill(self) -> None:
+        """Under the lock: moves all but the last lines to a file only this user can read."""
+        older = self._lines[: -self.KEEP_LINES]
+        fd, path = tempfile.mkstemp(prefix="fray-log-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as out:
+            out.writelines(f"{stamp!r} {line}\n" for stamp, line in older)
+        del self._lines[: -self.KEEP_LINES]
+        self._older = (path, len(older))
+        weakref.finalize(self, os.unlink, path)
 
     def snapshot(self) -> list[tuple[float, str]]:
-        """The ``(time, line)`` pairs so far."""
+        """The ``(time, line)`` pairs so far (read back from the file where spilled)."""
         with self._lock:
-            return list(self._lines)
+            lines, older = list(self._lines), self._older
+        if older is None:
+            return lines
+        with open(older[0], encoding="utf-8", errors="surrogateescape", newline="\n") as spilled:
+            kept = [text.rstrip("\n").split(" ", 1) for text in spilled]
+        return [(float(stamp), line) for stamp, line in kept] + lines
 
     def wait_for_more(self, count: int, timeout: float) -> None:
         """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
