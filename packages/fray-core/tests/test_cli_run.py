@@ -51,6 +51,16 @@ def test_a_bad_grace_period_is_refused_before_the_job_starts(
     assert not marker.exists()
 
 
+def test_an_empty_name_is_refused_as_the_api_refuses_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    done = fray(env, "run", "--name", "", "--", "touch", str(marker))
+    assert done.returncode == 2
+    assert "--name: '' is not valid" in done.stderr and "1-256 printable" in done.stderr
+    assert not marker.exists()
+
+
 def test_signal_death_maps_to_128_plus_signal(env: dict[str, str]) -> None:
     # A SIGKILL Fray did not send is a failure on one machine (no preemption retries), and
     # `fray run` and `fray jobs` report the same exit code.

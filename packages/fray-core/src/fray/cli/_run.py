@@ -101,7 +101,7 @@ def build_request(args: argparse.Namespace, command: list[str], env: dict[str, s
         else:
             resources = ResourceConfig.with_gpu(*args.gpu, **sizes) if args.gpu else None
         return JobRequest(
-            name=args.name or default_name(command),
+            name=default_name(command) if args.name is None else args.name,
             entrypoint=Entrypoint.from_command(command),
             resources=resources or ResourceConfig(**sizes),
             environment=EnvironmentConfig(env_vars=env) if env else None,
