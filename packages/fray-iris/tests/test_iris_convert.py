@@ -277,11 +277,11 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
     # same millisecond has the same key twice.
     from iris.cluster.types import JobName
 
-    from fray_iris._client import Tracked
+    from fray_iris._job import IrisJob
 
     a, b = (("stdout", 1, "a"), "a"), (("stdout", 3, "b"), "b")
     late = (("stdout", 2, "from kid"), "[job/kid] from kid")
-    seen = Tracked(JobName.from_wire("/root/job"))
+    seen = IrisJob(wire=JobName.from_wire("/root/job"))
     assert seen.merge(True, [a, b]) == ["a", "b"]
     assert seen.merge(True, [a, late, b]) == ["a", "b", "[job/kid] from kid"]
     assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
@@ -370,3 +370,25 @@ def test_explicit_secrets_are_refused_on_0_2_20_in_one_line_without_the_value() 
     with pytest.raises(InvalidRequestError) as caught:
         line.environment(None, {}, None, _environment(secret_behavior="isolate"))
     assert caught.value.field == "EnvironmentConfig.secret_behavior"
+
+
+def test_a_request_too_big_for_every_vm_is_told_in_frays_fields_and_sizes() -> None:
+    from fray_iris._convert import explain_unplaceable
+
+    iris_says = (
+        "submit big: Iris said FAILED_PRECONDITION: Job /root/big is unschedulable: no matching "
+        "scaling group has enough per-VM capacity: small (disk: need 68719476736, available "
+        "53687091200); gpu (memory: need 34359738368, available 17179869184); cpus (cpu: need "
+        "64000, available 8000) (constraints: [])"
+    )
+    told = explain_unplaceable(iris_says, ResourceConfig(ram="32g"))
+    assert told.startswith("submit big: Iris said FAILED_PRECONDITION: Job /root/big is unsch")
+    disk = "disk: 64 GiB requested — ResourceConfig.disk defaults to 64g — its VMs have 50 GiB"
+    assert f"small ({disk})" in told
+    assert "gpu (ram: 32 GiB requested — ResourceConfig.ram — its VMs have 16 GiB)" in told
+    assert "cpus (cpu: 64 cores requested — ResourceConfig.cpu — its VMs have 8 cores)" in told
+    assert "68719476736" not in told and told.endswith("(constraints: [])")
+    asked = explain_unplaceable(iris_says, ResourceConfig(disk="64g", ram="32g"))
+    assert "disk: 64 GiB requested — ResourceConfig.disk — its VMs have 50 GiB" in asked
+    other = "Job /root/x is unschedulable: no scaling group provides device tpu:v6e-8"
+    assert explain_unplaceable(other, ResourceConfig()) == other

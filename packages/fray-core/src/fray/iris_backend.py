@@ -1,56 +1,31 @@
-"""The Iris backend at the predecessor's ``fray.iris_backend`` path, loaded on first use:
-fray-iris's client, handles and request converters (``FrayIrisClient``,
-``convert_resources``...), and Fray's own types under the predecessor's names
-(``FrayEntrypoint`` is ``fray.Entrypoint``). Fray's types resolve without fray-iris; the
-others then raise ``BackendUnavailableError`` with the install command.
+"""The Iris backend at the predecessor's ``fray.iris_backend`` path, loaded on first use.
+
+Two kinds of names live here:
+
+- Fray's own types under the predecessor's names (``FrayEntrypoint`` is ``fray.Entrypoint``),
+  which resolve without fray-iris;
+- the Iris backend's names (``FrayIrisClient``, the handles, ``convert_resources``...),
+  which this module forwards to :mod:`fray_iris.predecessor`, the table of them. Without
+  fray-iris they raise ``BackendUnavailableError`` with the install command.
+
+fray-core imports no backend package: fray-iris is found by name, at the first use of one
+of its names.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fray.errors import BackendUnavailableError
 
-if TYPE_CHECKING:
-    from fray._actor import ActorContext, HostedActor
-    from fray._protocols import ActorFuture, ActorHandle
-    from fray._resources import (
-        ANY_REGION,
-        CpuConfig,
-        DeviceConfig,
-        GpuConfig,
-        ResourceConfig,
-        TpuConfig,
-    )
-    from fray._types import ActorConfig, EnvironmentConfig, JobRequest, JobStatus
-    from fray._types import Entrypoint as FrayEntrypoint
-    from fray.backend._wire import CallFuture as OperationFuture
-    from fray.errors import ActorUnavailableError
-    from fray.errors import JobAlreadyExists as FrayJobAlreadyExists
-    from fray_iris import (
-        NSYS_TASKS_ENV,
-        FrayIrisClient,
-        IrisActorGroup,
-        IrisActorHandle,
-        IrisJobHandle,
-        convert_constraints,
-        convert_container_profile,
-        convert_entrypoint,
-        convert_environment,
-        convert_resources,
-        map_iris_job_state,
-        resolve_coscheduling,
-        wrap_multiprocess,
-        wrap_nsys,
-    )
-
 logger = logging.getLogger(__name__)
+
+_BACKEND = "fray_iris.predecessor"
 
 # Fray's own objects, by the predecessor's name: (module, name there). ``OperationFuture``
 # is the future ``method.submit()`` returns.
-
 _FRAY: dict[str, tuple[str, str]] = {
     "ANY_REGION": ("fray._resources", "ANY_REGION"),
     "ActorConfig": ("fray._types", "ActorConfig"),
@@ -72,65 +47,41 @@ _FRAY: dict[str, tuple[str, str]] = {
     "TpuConfig": ("fray._resources", "TpuConfig"),
 }
 
-__all__ = [
-    "ANY_REGION",
-    "NSYS_TASKS_ENV",
-    "ActorConfig",
-    "ActorContext",
-    "ActorFuture",
-    "ActorHandle",
-    "ActorUnavailableError",
-    "CpuConfig",
-    "DeviceConfig",
-    "EnvironmentConfig",
-    "FrayEntrypoint",
-    "FrayIrisClient",
-    "FrayJobAlreadyExists",
-    "GpuConfig",
-    "HostedActor",
-    "IrisActorGroup",
-    "IrisActorHandle",
-    "IrisJobHandle",
-    "JobRequest",
-    "JobStatus",
-    "OperationFuture",
-    "ResourceConfig",
-    "TpuConfig",
-    "convert_constraints",
-    "convert_container_profile",
-    "convert_entrypoint",
-    "convert_environment",
-    "convert_resources",
-    "logger",
-    "map_iris_job_state",
-    "resolve_coscheduling",
-    "wrap_multiprocess",
-    "wrap_nsys",
-]
-
 
 def __getattr__(name: str) -> Any:
+    """Fray's object of that predecessor name, else the Iris backend's name (loaded once)."""
+    if name == "__all__":  # a star import: every name, the backend's where it is installed
+        return sorted([*_FRAY, "logger", *_backend_names()])
     if name in _FRAY:
         module, attr = _FRAY[name]
         value = getattr(importlib.import_module(module), attr)
-    elif name in __all__:  # every other name is one of fray_iris's (public) names
-        value = getattr(_import_fray_iris(name), name)
-    else:
+    elif name.startswith("__"):
         raise AttributeError(f"module 'fray.iris_backend' has no attribute {name!r}")
+    else:
+        backend = _backend(name)
+        if name not in backend.__all__:
+            raise AttributeError(f"module 'fray.iris_backend' has no attribute {name!r}")
+        value = getattr(backend, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *_FRAY, *_backend_names()})
 
 
-def _import_fray_iris(name: str) -> Any:
-    """``fray_iris``, or the install hint when fray-iris (or Iris) is missing."""
+def _backend_names() -> list[str]:
+    """The Iris backend's names, or none where fray-iris is not installed."""
     try:
-        value = importlib.import_module("fray_iris")
-        getattr(value, name)  # loads the module behind the name: Iris may be missing
-        return value
+        return list(_backend("__all__").__all__)
+    except BackendUnavailableError:
+        return []
+
+
+def _backend(name: str) -> Any:
+    """``fray_iris.predecessor``, or the install hint when fray-iris (or Iris) is missing."""
+    try:
+        return importlib.import_module(_BACKEND)
     except ImportError as err:
         if err.name is not None and err.name.split(".")[0] in ("fray_iris", "iris"):
             raise BackendUnavailableError(

@@ -1,20 +1,17 @@
 # pyright: standard
-"""Actor groups on Iris: one Iris job whose replicas each serve one actor (:func:`host_actor`)
-as the endpoint ``<job id>/<group>-<index>``. A handle pickles as that endpoint name and
-resolves it lazily, again after the actor restarts; calls through one handle run in order.
+"""The driver's side of Iris actor groups: one Iris job whose replicas each serve one actor
+(see ``fray_iris._host``) as the endpoint ``<job id>/<group>-<index>``. A handle pickles as
+that endpoint name and resolves it lazily, again after the actor restarts; calls through one
+handle run in the order they were made.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import functools
-import os
-import sys
+import dataclasses
 import threading
 import time
-import types
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -26,49 +23,57 @@ from iris.rpc import actor_pb2
 from iris.rpc.actor_connect import ActorServiceClientSync
 from pyqwest import SyncClient, SyncHTTPTransport
 
-from fray import ActorConfig, ActorContext, JobStatus
-from fray.backend import (
-    ActorMember,
-    BaseActorGroup,
-    Outcome,
-    ShutdownEvent,
-    binding,
-    restart_allowed,
-)
+from fray import ActorConfig, JobStatus
+from fray.backend import ActorMember, BaseActorGroup
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
 from fray_iris._convert import line, never_sent, translate_errors
-from fray_iris._task import ResultStore, enter_task, serving_hosts
 from fray_iris._views import FINISHED, TASK_FINISHED
 
-_LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
-_LOOK_MAX_S = 0.5
+LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
+LOOK_MAX_S = 0.5  # the pause grows by half each look, to this (within one poll of a change)
+RESOLVE_WAIT_S = 300.0  # how long a call waits for a restarting actor's endpoint to come back
+UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
+RETRY_FIRST_S = 0.05  # the first pause between two tries of a call; it doubles each try
+RETRY_MAX_S = 1.0
 _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
-_EXIT_DELAY_S = 0.5  # lets the call that ended an actor send its answer
-_STOPPED: set[str] = set()  # endpoints of groups shut down from this process
-_RESOLVE_WAIT_S = 300.0  # how long a handle waits for a restarting actor to come back
-_UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
 End = tuple[JobStatus, BaseException | None]
 
 
 class IrisActorGroup(BaseActorGroup):
-    """``count`` actors served by one Iris job; see ``fray.ActorGroup`` (PENDING: restarting)."""
+    """``count`` actors served by one Iris job; see ``fray.ActorGroup``.
+
+    A member is RUNNING while its endpoint is registered and its task runs, PENDING while it
+    starts or restarts, and SUCCEEDED or FAILED once it ended (as its task stored). One look
+    at the group is two controller calls, whatever its size: its endpoints by prefix, and
+    its job's tasks.
+
+    Args:
+        client: The :class:`~fray_iris.IrisClient` that submitted the group's job.
+        name: The group's name.
+        count: How many actors it has.
+        job: The handle of the job that hosts the actors.
+        config: The group's actor config.
+        records: The leaf of its actors' records in the results store.
+    """
 
     polls = True
 
     def __init__(
         self, client: Any, name: str, count: int, job: Any, config: ActorConfig, records: str
     ) -> None:
-        wire, retries = job.iris_job_id, config.max_task_retries or 0
+        wire = job.iris_job_id
+        self.stopped = threading.Event()  # set by shutdown: its handles refuse calls at once
+        retries = config.max_task_retries or 0
         handles = [
-            IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries)
+            IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries, group=self)
             for i in range(count)
         ]
         super().__init__(name, [ActorMember(i, h.name, h) for i, h in enumerate(handles)])
         self.job = job  # the Iris job that hosts the actors
         self._owner = client
         self._wire = wire
-        self._records = records  # the leaf of its actors' records in the results store
-        self._delay = _LOOK_FIRST_S
+        self._records = records
+        self._delay = LOOK_FIRST_S
 
     def discover_new(self, target: int | None = None) -> list[Any]:
         """Ready actors not returned before; with ``target``, up to that many in all."""
@@ -84,21 +89,29 @@ class IrisActorGroup(BaseActorGroup):
         """See ``fray.ActorGroup``; 900 s by default, as the predecessor's Iris groups."""
         return super().wait_ready(count, timeout)
 
+    def connection(self) -> Any:
+        """The owning client's Iris client (its handles call through it)."""
+        return self._owner.iris
+
     def _stop(self, members: list[ActorMember]) -> None:
-        _STOPPED.update(m.handle.endpoint for m in members)
+        """Stops the group's job; its handles refuse calls from now on."""
+        del members  # the job hosts them all
+        self.stopped.set()
         self.job.terminate()
 
     def _refresh(self, timeout: float) -> None:
-        """Learns each member's state (waiting: after a pause that grows)."""
+        """Learns each member's state in two controller calls (waiting first, with
+        ``timeout``: a pause that grows from 50 ms to 0.5 s)."""
         if timeout > 0:
             time.sleep(min(self._delay, timeout))
-            self._delay = min(self._delay * 1.5, _LOOK_MAX_S)
+            self._delay = min(self._delay * 1.5, LOOK_MAX_S)
         else:
-            self._delay = _LOOK_FIRST_S
+            self._delay = LOOK_FIRST_S
         live = [m for m in self._members if m.status not in _GONE]
         if self._stopped or not live:
             return
-        raw, prefix = self._owner.iris, f"{self._wire}/{self.name}-"
+        raw = self._owner.iris
+        prefix = f"{self._wire}/{self.name}-"
         with translate_errors(f"actors of {self.name}"):
             names = line.endpoints(raw, prefix)
             tasks = {t.task_index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
@@ -106,7 +119,9 @@ class IrisActorGroup(BaseActorGroup):
         finished = {str(i) for i, t in tasks.items() if t.state in TASK_FINISHED}
         ready = {n[len(prefix) :] for n in names} - finished
         ended = None
-        if any(str(m.index) not in ready for m in live) and self.job.status().is_finished:
+        # The client's watcher follows the job: its record says whether it ended.
+        record = self.job._job
+        if record.is_done and any(str(m.index) not in ready for m in live):
             info = self.job.info()  # not stopped by this group: its actors died
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
@@ -118,33 +133,24 @@ class IrisActorGroup(BaseActorGroup):
                 member.set_status(*self._end(member, tasks.get(member.index), ended))
 
     def _end(self, member: ActorMember, task: Any, ended: End | None) -> End:
-        """A member not serving: ended as stored, with the job, or (task finished) died; PENDING."""
+        """The state of a member not serving: ended as it stored, with its job, or died (its
+        task finished); else PENDING (starting or restarting)."""
+        task_finished = task is not None and task.state in TASK_FINISHED
         store = self._owner.results
-        record = (
-            store.read(store.task_path(self._wire, member.index, self._records)) if store else None
-        )
+        record = None
+        # Only an actor that served or whose task ended can have stored its end.
+        if store is not None and (task_finished or ended or member.status is JobStatus.RUNNING):
+            record = store.read(store.task_path(self._wire, member.index, self._records))
         if record is not None:
-            failed = record.kind == "failed"
-            return (JobStatus.FAILED, record.cause) if failed else (JobStatus.SUCCEEDED, None)
-        if ended is not None or task is None or task.state not in TASK_FINISHED:
-            return ended or (JobStatus.PENDING, None)
+            if record.kind == "failed":
+                return JobStatus.FAILED, record.cause
+            return JobStatus.SUCCEEDED, None
+        if ended is not None:
+            return ended
+        if task is None or not task_finished:
+            return JobStatus.PENDING, None
         why = f"died with no restarts left: {task.error or f'exit code {task.exit_code}'}"
         return JobStatus.FAILED, ActorDiedError(f"actor {member.name} {why}")
-
-
-@functools.cache
-def _remote(controller: str) -> Any:
-    return RawIrisClient.remote(controller)
-
-
-def _connection(controller: str | None) -> Any:
-    """The current job's Iris client, else one per controller for this process."""
-    ctx = get_iris_ctx()
-    if ctx is not None and ctx.client is not None:
-        return ctx.client
-    if not controller:
-        raise ActorError("this actor handle cannot be resolved: no Iris context or controller")
-    return _remote(controller)
 
 
 class IrisActorFuture(concurrent.futures.Future[Any]):
@@ -166,7 +172,8 @@ class IrisActorMethod:
     __slots__ = ("_handle", "_method")
 
     def __init__(self, handle: IrisActorHandle, method: str) -> None:
-        self._handle, self._method = handle, method
+        self._handle = handle
+        self._method = method
 
     def remote(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
         """Starts the call; calls from one handle run in the order they were made."""
@@ -185,20 +192,85 @@ class IrisActorMethod:
         return self._handle._call(self._method, args, kwargs)
 
 
+@dataclasses.dataclass
+class Patience:
+    """How long one call keeps trying an actor that is not there, with a deadline of its
+    own for each way of not being there.
+
+    Attributes:
+        resends: How many more times a call that may have run may be sent again (-1:
+            without limit).
+        missing_since: When the actor's endpoint was first found missing (it restarts),
+            or ``None``; the call gives up :data:`RESOLVE_WAIT_S` later.
+        unreachable_since: When the actor was first found registered but not answering,
+            or ``None``; the call gives up :data:`UNREACHABLE_WAIT_S` later.
+        pause: The next pause between two tries (doubling to :data:`RETRY_MAX_S`).
+    """
+
+    resends: int
+    missing_since: float | None = None
+    unreachable_since: float | None = None
+    pause: float = RETRY_FIRST_S
+
+    def resend(self) -> bool:
+        """Spends one resend, if any is left; the actor is waited for afresh."""
+        if self.resends == 0:
+            return False
+        if self.resends > 0:
+            self.resends -= 1
+        self.missing_since = self.unreachable_since = None
+        return True
+
+    def waited_too_long(self, err: ConnectError | None) -> bool:
+        """Whether the actor has been missing (no ``err``: its endpoint is not registered)
+        or unreachable (``err``) for longer than that deadline allows."""
+        now = time.monotonic()
+        if err is None:
+            self.missing_since = self.missing_since or now
+            return now - self.missing_since > RESOLVE_WAIT_S
+        self.unreachable_since = self.unreachable_since or now
+        return now - self.unreachable_since > UNREACHABLE_WAIT_S
+
+    def wait(self) -> None:
+        """Pauses before the next try (a backoff, not a wait for an event)."""
+        time.sleep(self.pause)
+        self.pause = min(self.pause * 2, RETRY_MAX_S)
+
+
 class IrisActorHandle:
-    """Handle to one actor of an Iris actor group. A call that never reached the actor is sent
-    again while its task lives; one it may have run, ``retries`` times (-1: without limit)."""
+    """Handle to one actor of an Iris actor group.
+
+    A call that never reached the actor is sent again while the actor's task lives; one that
+    may have run is sent again ``retries`` times (-1: without limit), after the actor
+    restarted. It pickles as its endpoint name, without its group.
+
+    Args:
+        endpoint: The Iris endpoint the actor registers, ``<job id>/<group>-<index>``.
+        job_wire: The wire id of the job that hosts it.
+        controller: The controller's address, for a handle used outside any Iris job.
+        retries: How many times a call that may have run is sent again.
+        group: The group that made it, in the process that made it: its calls go through
+            the group's client and stop when the group is shut down.
+    """
 
     def __init__(
-        self, endpoint: str, job_wire: str, controller: str | None, retries: int = 0
+        self,
+        endpoint: str,
+        job_wire: str,
+        controller: str | None,
+        retries: int = 0,
+        *,
+        group: IrisActorGroup | None = None,
     ) -> None:
-        self.endpoint = endpoint  # the Iris endpoint name the actor registered
+        self.endpoint = endpoint
         self.name = endpoint.rsplit("/", 1)[-1]  # {group}-{index}
         self._job_wire = job_wire
         self._controller = controller
         self._retries = retries
+        self._group = group
+        self._raw: Any = None  # an Iris client of its own, outside a job and a group
         self._rpc: Any = None
-        self._interrupted = False
+        self._fresh_connections = False  # after an interrupted call, see _client
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending = 0
@@ -221,6 +293,7 @@ class IrisActorHandle:
         return f"IrisActorHandle({self.name!r})"
 
     def _enqueue(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Queues a call on this handle's own thread (calls run in the order made)."""
         future = IrisActorFuture()
         with self._lock:
             if self._executor is None:
@@ -232,6 +305,7 @@ class IrisActorHandle:
         return future
 
     def _run_queued(self, future: IrisActorFuture, method: str, *call: Any) -> None:
+        """Runs a queued call and settles its future."""
         try:
             value, error = self._call(method, *call), None
         except BaseException as exc:
@@ -243,12 +317,28 @@ class IrisActorHandle:
         else:
             future.set_result(value)
 
+    def _connection(self) -> Any:
+        """The Iris client to ask: the group's, the current job's, else one of its own."""
+        if self._group is not None:
+            return self._group.connection()
+        ctx = get_iris_ctx()
+        if ctx is not None and ctx.client is not None:
+            return ctx.client
+        if not self._controller:
+            raise ActorError("this actor handle cannot be resolved: no Iris context or controller")
+        with self._lock:
+            if self._raw is None:
+                self._raw = RawIrisClient.remote(self._controller)
+            return self._raw
+
     def _died(self, why: str) -> ActorDiedError:
+        """The error for a call to an actor that is gone for good, saying why."""
         return ActorDiedError(f"actor {self.name} is gone: {why}")
 
     def _gone(self) -> str | None:
         """Why the actor is gone for good (its job or its task finished), or ``None``."""
-        raw, wire = _connection(self._controller), JobName.from_wire(self._job_wire)
+        raw = self._connection()
+        wire = JobName.from_wire(self._job_wire)
         with translate_errors(f"state of actor {self.name}"):
             state = line.states(raw, [wire]).get(self._job_wire)
             if state is None or state in FINISHED:
@@ -261,182 +351,69 @@ class IrisActorHandle:
     def _client(self) -> Any:
         """The actor's RPC client, or ``None`` while its endpoint is not registered."""
         if self._rpc is None:
-            raw = _connection(self._controller)
+            raw = self._connection()
             with translate_errors(f"resolve actor {self.name}"):
                 found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
             if found:
                 # After an interruption, new connections: the shared pool may still hold one
                 # to the dead process, and a call written to it fails as if the new one died.
-                http = SyncClient(SyncHTTPTransport()) if self._interrupted else None
+                http = SyncClient(SyncHTTPTransport()) if self._fresh_connections else None
                 self._rpc = ActorServiceClientSync(
                     address=found, timeout_ms=None, accept_compression=[], http_client=http
                 )
         return self._rpc
 
+    def _send(self, request: Any) -> tuple[Any, ConnectError | None]:
+        """One try: the response, or ``None`` and why (``None``: no endpoint yet)."""
+        if self._group is not None and self._group.stopped.is_set():
+            raise self._died("its group was shut down")
+        try:
+            rpc = self._client()
+            return (rpc.call(request) if rpc is not None else None), None
+        except ConnectError as err:
+            self._rpc, self._fresh_connections = None, True
+            return None, err
+
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Calls ``method`` on the actor, trying again as :class:`Patience` allows."""
         request = actor_pb2.ActorCall(
             method_name=method,
             actor_name=self.endpoint,
             serialized_args=cloudpickle.dumps(args),
             serialized_kwargs=cloudpickle.dumps(kwargs),
         )
-        retries, delay = self._retries, 0.05
-        since: dict[bool, float] = {}  # when first found missing (False) or unreachable (True)
+        patience = Patience(self._retries)
         while True:
-            if self.endpoint in _STOPPED:
-                raise self._died("its group was shut down")
-            err = None
-            try:
-                if (rpc := self._client()) is not None:
-                    response = rpc.call(request)
-                    break
-            except ConnectError as caught:
-                err, self._rpc, self._interrupted = caught, None, True
+            response, err = self._send(request)
+            if response is not None:
+                return self._answer(response)
             # Not registered, unreachable or interrupted: it restarts, or is gone for good.
             gone = self._gone()
             if gone is not None:
                 raise self._died(gone) from err
             if err is not None and not never_sent(err):  # the actor may have run the call
-                if retries == 0:  # its task lives: it restarts, the call's outcome is lost
+                if not patience.resend():  # its task lives: it restarts, the outcome is lost
                     raise ActorUnavailableError(
                         f"actor {self.name}: {method} was interrupted ({err.code.value}: "
                         f"{err.message}); the actor may have died mid-call, and a call is "
                         "sent again only with ActorConfig(max_task_retries=N)"
                     ) from err
-                retries -= 1 if retries > 0 else 0
-                since.clear()
                 continue  # resolves the actor again: waits for it to restart
-            unreachable = err is not None  # restarting, or not yet listening on a loaded machine
-            limit = _UNREACHABLE_WAIT_S if unreachable else _RESOLVE_WAIT_S
-            if time.monotonic() - since.setdefault(unreachable, time.monotonic()) > limit:
-                if unreachable:
-                    why = f"could not be reached for {limit}s: {err}"
-                    raise ActorError(f"actor {self.name} {why}") from err
-                raise self._died(f"its endpoint did not come back within {limit}s")
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        if response.HasField("error"):
-            error = response.error
-            if error.error_type in line.ACTOR_NOT_FOUND:
-                raise ActorError(f"actor {self.name}: {error.message}")
-            if error.serialized_exception:
-                raise cloudpickle.loads(error.serialized_exception)
-            raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")
-        return cloudpickle.loads(response.serialized_value)
+            if patience.waited_too_long(err):
+                if err is None:
+                    raise self._died(f"its endpoint did not come back within {RESOLVE_WAIT_S}s")
+                # Restarting, or not yet listening on a loaded machine, for too long.
+                why = f"could not be reached for {UNREACHABLE_WAIT_S}s: {err}"
+                raise ActorError(f"actor {self.name} {why}") from err
+            patience.wait()
 
-
-def host_actor(
-    actor_class: type[Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    group_name: str,
-    config: ActorConfig,
-    restarts: int,
-    results_url: str | None,
-    records: str,
-) -> None:
-    """Builds one actor of a group and serves it on the ``actor`` port until the job is stopped
-    or it ends: its end is stored for the group (as ``records``) and the task exits 0 (the
-    other actors go on), except after a ``fail(exc)`` with ``restarts`` left: exit 1, and Iris
-    runs it again."""
-    from iris.actor.server import ActorServer
-    from iris.client.client import iris_ctx
-    from iris.cluster.client.job_info import get_job_info
-
-    job_wire, index = enter_task(results_url)
-    info = get_job_info()
-    assert info is not None
-    actor_name = f"{group_name}-{index}"
-    endpoint = f"{job_wire}/{actor_name}"
-    store = ResultStore(results_url) if results_url else None
-    record_path = store.task_path(job_wire, index, records) if store else ""
-    # Restarts so far: the earlier attempts that ran (Iris also reruns tasks never started).
-    ran = info.attempt_id
-    if store is not None:
-        ran = store.read(runs := store.task_path(job_wire, index, f"{records}-runs")) or 0
-        store.write(runs, ran + 1)
-
-    def record(outcome: Outcome) -> None:
-        if store is not None:
-            store.write(record_path, outcome)
-
-    if 0 <= restarts < ran:  # the attempt after the last restart
-        why = f"died with no restarts left (max_restarts={restarts})"
-        record(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
-        print(f"[fray] actor {actor_name} {why}", flush=True)
-        return
-    retries = config.max_task_retries or 0
-    handle = IrisActorHandle(endpoint, job_wire, info.controller_address, retries)
-    stop, gate = threading.Event(), threading.Semaphore(config.max_concurrency)
-    exit_code, refusal = 0, ""  # refusal: why calls are refused once it stops serving
-    ctx = iris_ctx()
-    registry = ctx.registry
-    endpoint_ids: list[str] = []  # once it serves
-
-    def on_shutdown() -> None:
-        if endpoint_ids:  # else set by the constructor: it ends once it serves
-            end_actor()
-
-    context = ActorContext(handle, index, group_name, ShutdownEvent(on_shutdown, actor_name))
-    with binding(actor=context):
-        built = Outcome.of_call(actor_class, *args, **kwargs)
-    if built.kind != "succeeded":
-        sys.stderr.write(built.trace or f"{built.error}\n")
-        record(built)
-        sys.stderr.flush()
-        return
-
-    def finish(outcome: Outcome | None, code: int = 0, why: str = "exited") -> None:
-        # Takes no more calls; the call that ended it still answers before the exit.
-        nonlocal exit_code, refusal
-        refusal, exit_code = why, code
-        if outcome is not None:
-            record(outcome)  # before the endpoint goes: the group reads both
-        registry.unregister(endpoint_ids[0])
-        threading.Timer(_EXIT_DELAY_S, stop.set).start()
-
-    def end_actor() -> None:
-        failure = context.failure
-        if failure is None:
-            finish(Outcome.succeeded())
-        elif restart_allowed(ran, restarts):
-            print(f"[fray] actor {actor_name} failed ({failure!r}); restarting", flush=True)
-            finish(None, 1, "restarting")
-        else:
-            why = f"failed: {type(failure).__name__}: {failure}"
-            finish(Outcome.failed(ActorDiedError(f"actor {actor_name} {why}")))
-
-    def serve(method: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if refusal == "restarting":  # until Iris runs the task again
-                raise ActorUnavailableError(f"actor {actor_name} is restarting")
-            if refusal:
-                raise ActorDiedError(f"actor {actor_name} has exited")
-            with gate, binding(actor=context):
-                outcome = Outcome.of_call(method, *args, **kwargs)
-            if outcome.kind == "succeeded":
-                return outcome.value
-            if isinstance(outcome.cause, SystemExit):
-                died = f"actor {actor_name} exited (SystemExit {outcome.cause.code!r})"
-                finish(Outcome.failed(ActorDiedError(f"{died} in a method")))
-                raise ActorDiedError(f"{died} in this call")
-            # The exception as it pickles (its text, where it would not).
-            raise cloudpickle.loads(cloudpickle.dumps(outcome)).cause
-
-        return call
-
-    attrs = {n: getattr(built.value, n, None) for n in dir(built.value) if not n.startswith("_")}
-    methods = {name: serve(attr) for name, attr in attrs.items() if callable(attr)}
-    bind, advertise = serving_hosts(info)
-    server = ActorServer(host=bind, port=ctx.get_port("actor"))
-    server.register(endpoint, types.SimpleNamespace(**methods))
-    port = server.serve_background()
-    address = f"http://{advertise}:{port}"
-    endpoint_ids.append(registry.register(endpoint, address, metadata={"fray": "actor"}))
-    print(f"[fray] actor {actor_name} serving on {advertise}:{port}", flush=True)
-    if context.shutdown_event is not None and context.shutdown_event.is_set():
-        end_actor()  # set by the constructor, before there was anything to end
-    stop.wait()  # serve until the job is stopped or the actor ends
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
+    def _answer(self, response: Any) -> Any:
+        """The call's value, or its error raised (the method's own exception where it pickled)."""
+        if not response.HasField("error"):
+            return cloudpickle.loads(response.serialized_value)
+        error = response.error
+        if error.error_type in line.ACTOR_NOT_FOUND:
+            raise ActorError(f"actor {self.name}: {error.message}")
+        if error.serialized_exception:
+            raise cloudpickle.loads(error.serialized_exception)
+        raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
@@ -26,7 +25,14 @@ from iris.cluster.types import JobName
 from iris.rpc import job_pb2
 
 from fray import ActorConfig, Entrypoint, JobInfo, JobRequest, JobStatus, ResourceConfig
-from fray.backend import BaseClient, BaseJobHandle, ClientSpec, JobRecord, Outcome, Phase
+from fray.backend import (
+    BaseClient,
+    BaseJobHandle,
+    ClientSpec,
+    JobRecord,
+    Outcome,
+    Phase,
+)
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import (
     FrayError,
@@ -36,8 +42,10 @@ from fray.errors import (
     JobNotFoundError,
 )
 from fray_iris import _convert as convert
-from fray_iris._actors import IrisActorGroup, host_actor
+from fray_iris._actors import IrisActorGroup
 from fray_iris._convert import job_status, line, translate_errors
+from fray_iris._host import host_actor
+from fray_iris._job import IrisJob, observed
 from fray_iris._task import ResultStore, default_local_results_url, is_loopback, serving_hosts
 from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
@@ -53,32 +61,6 @@ _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its
 UNLIMITED_RETRIES = 1000  # Iris's retries for an actor that restarts without limit
 
 
-@dataclasses.dataclass(slots=True)
-class Tracked:
-    """The record's ``data`` once Iris has the job; its lines in the order first seen (Iris
-    returns every line so far on each fetch; a child's late line is added)."""
-
-    wire: JobName
-    pending_reason: str | None = None
-    pending_at: float = 0.0
-    detailed: bool = False
-    lines: dict[bool, list[str]] = dataclasses.field(default_factory=lambda: {False: [], True: []})
-    seen: dict[bool, collections.Counter[Any]] = dataclasses.field(default_factory=dict)
-    new_at: float = 0.0  # when a fetch last brought a new line
-
-    def merge(self, children: bool, entries: list[tuple[Any, str]]) -> list[str]:
-        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
-        seen = self.seen.setdefault(children, collections.Counter())
-        fresh: collections.Counter[Any] = collections.Counter()
-        for key, text in entries:
-            fresh[key] += 1
-            if fresh[key] > seen[key]:
-                seen[key] += 1
-                self.lines[children].append(text)
-                self.new_at = time.time()
-        return self.lines[children]
-
-
 class IrisJobHandle(BaseJobHandle):
     """Handle to an Iris job; see ``fray.JobHandle``."""
 
@@ -87,7 +69,7 @@ class IrisJobHandle(BaseJobHandle):
     @property
     def iris_job_id(self) -> str:
         """The Iris job id (wire form, ``/<user>/<name>...``)."""
-        return self._job.data.wire.to_wire()
+        return self._job.data.iris_id.to_wire()
 
     def wait(
         self,
@@ -99,7 +81,8 @@ class IrisJobHandle(BaseJobHandle):
         """See ``fray.JobHandle.wait``; ``stream_logs`` prints its lines (children's too) live."""
         if not stream_logs:
             return super().wait(timeout, raise_on_failure=raise_on_failure)
-        (printer := threading.Thread(target=_print_all, args=(self,), daemon=True)).start()
+        printer = threading.Thread(target=_print_all, args=(self,), daemon=True)
+        printer.start()
         try:
             return super().wait(timeout, raise_on_failure=raise_on_failure)
         finally:  # the last lines come after the end: printed before it returns
@@ -107,6 +90,7 @@ class IrisJobHandle(BaseJobHandle):
 
 
 def _print_all(handle: IrisJobHandle) -> None:
+    """Prints the job's lines, its children's too, as they come (``wait(stream_logs=True)``)."""
     try:
         for text in handle.logs(follow=True, include_children=True):
             print(text, flush=True)
@@ -132,6 +116,7 @@ class IrisClient(BaseClient):
 
     scheme = "iris"
     capabilities = convert.IRIS
+    cluster_runs_attempts = True  # Iris runs a job's attempts and both retry budgets
     handle_type = IrisJobHandle
 
     def __init__(
@@ -183,7 +168,8 @@ class IrisClient(BaseClient):
         self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
         self._watch_cond = threading.Condition()
         self._watched: dict[int, JobRecord] = {}
-        self._watching, self._watch_delay = False, POLL_FIRST_S
+        self._watching = False  # whether the watcher thread runs
+        self._watch_delay = POLL_FIRST_S
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> IrisClient:
@@ -207,45 +193,61 @@ class IrisClient(BaseClient):
         return raw
 
     def __repr__(self) -> str:
+        """The client's controller and how many jobs it holds."""
         return f"IrisClient({self.address!r}, jobs={len(self._jobs)})"
 
     def _asking(self, action: str, job: JobRecord | str | None = None) -> Any:
+        """A context that turns Iris's errors while doing ``action`` into Fray's."""
         job_id = job.job_id if isinstance(job, JobRecord) else job
         return translate_errors(action, job_id=job_id, address=self.address)
 
     def _prepare(self, request: JobRequest) -> Any:
+        """Checks the request against Iris and builds what to submit, once: the record's
+        :class:`IrisJob` (an actor group's job gets the ``actor`` port).
+        """
         if "/" in request.name:
             raise InvalidRequestError.for_field(
                 "JobRequest.name", request.name, "a name without '/' (Iris job names nest by '/')"
             )
-        entry, kwargs = request.entrypoint, convert.to_iris_request(request)
+        entry = request.entrypoint
+        kwargs = convert.to_iris_request(request)
         if entry.callable is host_actor:  # an actor group's job: each task serves its actor
             kwargs["ports"] = ["actor"]
-            return IrisEntrypoint.from_callable(host_actor, *entry.args), kwargs
-        return convert.to_iris_entrypoint(request, self.results_url), kwargs
+            return IrisJob(IrisEntrypoint.from_callable(host_actor, *entry.args), kwargs)
+        return IrisJob(convert.to_iris_entrypoint(request, self.results_url), kwargs)
 
     def _job_id(self, name: str, parent_id: str | None) -> str:
+        """The Fray id: the name under its parent's (Iris refuses a name it already runs)."""
         return f"{parent_id}/{name}" if parent_id else name
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
-        entry, kwargs = job.data
+        """Submits the whole job: Iris runs its attempts and both retry budgets, and the
+        watcher follows it. A refusal ends the record and is raised.
+        """
+        data: IrisJob = job.data
+        kwargs = data.submit_args
         if adopt_existing:  # a running job of the same name is this job
             kwargs = {**kwargs, "existing_job_policy": job_pb2.EXISTING_JOB_POLICY_KEEP}
         try:
             with self._asking(f"submit {job.name}", job):
-                submitted = self.iris.submit(entry, job.name, **kwargs)
+                submitted = self.iris.submit(data.entrypoint, job.name, **kwargs)
         except FrayError as err:
             with self._lock:
                 if self._jobs.get(job.job_id) is job:
                     del self._jobs[job.job_id]
-            job.end(JobStatus.FAILED, str(err))
+            why = str(err)
+            if isinstance(err, InvalidRequestError) and job.request:  # too big for every VM
+                why = convert.explain_unplaceable(why, job.request.resources)
+            job.end(JobStatus.FAILED, why)
             if isinstance(err, JobAlreadyExistsError):
                 existing = None
                 with contextlib.suppress(FrayError):
                     existing = self.get_job(job.job_id)
                 raise JobAlreadyExistsError(job.name, existing) from err
+            if why != str(err):
+                raise InvalidRequestError(why, field="resources", allowed=why) from err
             raise
-        job.data = Tracked(submitted.job_id)
+        data.wire = submitted.job_id
         job.begin()
         self._watch(job)
 
@@ -253,8 +255,9 @@ class IrisClient(BaseClient):
         """Iris enforces ``timeout`` and ``scheduling_timeout`` itself."""
 
     def _refresh(self, job: JobRecord) -> float | None:
-        data = job.data
-        if job.is_done or not isinstance(data, Tracked):
+        """Asks Iris for the job's state now (a waiter's own look; the watcher looks too)."""
+        data: IrisJob = job.data
+        if job.is_done or data.wire is None:
             return None
         with self._asking(f"status of {job.job_id}", job):
             state = line.states(self.iris, [data.wire]).get(data.wire.to_wire())
@@ -276,7 +279,7 @@ class IrisClient(BaseClient):
 
     def _finish(self, job: JobRecord) -> None:
         """Records the end Iris reports; a job stopped here ends once its children have."""
-        wire = job.data.wire
+        wire = job.data.iris_id
         with self._asking(f"status of {job.job_id}", job):
             view = line.status(self.iris, wire)
             if view.state not in FINISHED:
@@ -288,17 +291,18 @@ class IrisClient(BaseClient):
                     line.terminate(self.iris, JobName.from_wire(child.job_id))
                 if live:
                     return
-        _copy_counts(job, view)
-        cause, error = None, view.error or None
-        if job_status(view.state) is JobStatus.FAILED:
-            cause, error = self._failure(job, view)
-        with job.lock:
-            job.exit_code, job.cause = view.exit_code, cause
+            tasks = line.tasks(self.iris, wire)
+        seen = observed(view, tasks)
         request = job.request
         if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
+            job.observe(seen)  # its counts; it ends as the engine ends an unplaced attempt
             job.settle(Outcome.unplaced(job.data.pending_reason or convert.pending_reason(view)))
-        else:
-            job.end(job_status(view.state), error)
+            return
+        status = job_status(view.state)
+        if status is JobStatus.FAILED:
+            cause, error = self._failure(job, view)
+            seen = seen._replace(cause=cause, error=error)
+        job.observe(seen._replace(status=status))
 
     def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
         """The user's exception (where a task stored one) and the text to report."""
@@ -317,12 +321,16 @@ class IrisClient(BaseClient):
 
     def _stored(self, job: JobRecord) -> list[Any]:
         """What each replica stored in the results store (``None`` where nothing)."""
-        store, wire = self.results, job.data.wire.to_wire()
-        return [store and store.read(store.task_path(wire, i)) for i in range(job.replicas)]
+        store = self.results
+        if store is None:
+            return [None] * job.replicas
+        wire = job.data.iris_id.to_wire()
+        return [store.read(store.task_path(wire, i)) for i in range(job.replicas)]
 
     def _pending_reason(self, job: JobRecord) -> str | None:
-        data = job.data
-        if not isinstance(data, Tracked) or job.status is not JobStatus.PENDING:
+        """Why Iris has not placed the job, asked at most once a second."""
+        data: IrisJob = job.data
+        if data.wire is None or job.status is not JobStatus.PENDING:
             return None
         if time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:  # one call a second
             with self._asking(f"status of {job.job_id}", job):
@@ -332,8 +340,9 @@ class IrisClient(BaseClient):
         return data.pending_reason
 
     def _cancel_attempt(self, job: JobRecord) -> float:
+        """Asks Iris to stop the job; it is recorded STOPPED once Iris says it ended."""
         with self._asking(f"terminate {job.job_id}", job):
-            line.terminate(self.iris, job.data.wire)
+            line.terminate(self.iris, job.data.iris_id)
         self._watch(job)
         return STOP_GRACE_S
 
@@ -345,8 +354,10 @@ class IrisClient(BaseClient):
             self._watch_cond.notify()
             if not self._watching:
                 self._watching = True
-                watch, name = self._watch_jobs, "fray-iris-watch"
-                threading.Thread(target=watch, name=name, daemon=True).start()
+                watcher = threading.Thread(
+                    target=self._watch_jobs, name="fray-iris-watch", daemon=True
+                )
+                watcher.start()
 
     def _watch_jobs(self) -> None:
         """The one thread that asks about every watched job, in one call a round."""
@@ -361,15 +372,16 @@ class IrisClient(BaseClient):
                 jobs = [j for j in self._watched.values() if not j.is_done]
             try:
                 with self._asking("status of jobs"):
-                    states = line.states(self.iris, [j.data.wire for j in jobs])
+                    states = line.states(self.iris, [j.data.iris_id for j in jobs])
                 for job in jobs:
-                    state = states.get(job.data.wire.to_wire())
+                    state = states.get(job.data.iris_id.to_wire())
                     if state is not None and not job.is_done and self._apply(job, state):
                         self._watch_delay = POLL_FIRST_S  # a job moved on: look again soon
             except FrayError as exc:  # waiters ask for themselves, and see why
                 logger.debug("watching Iris jobs failed: %s", exc)
 
     def _result(self, job: JobRecord) -> Any:
+        """The value each replica stored (one replica: the value itself)."""
         if self.results is None:
             why = f"no results location: set {FRAY_IRIS_RESULTS_URL} (or IrisClient(results_url=))"
             raise JobFailedError(job.job_id, job.status, f"{why} to a URL every task can reach")
@@ -380,32 +392,29 @@ class IrisClient(BaseClient):
         return stored[0][1] if len(stored) == 1 else [record[1] for record in stored]
 
     def _info(self, job: JobRecord) -> JobInfo:
-        data = job.data
-        if not isinstance(data, Tracked):
+        """The record's facts, with the counts, attempts and exit code Iris knows and the
+        job's children on the cluster.
+        """
+        data: IrisJob = job.data
+        if data.wire is None:
             return super()._info(job)
         wire = data.wire.to_wire()
         with self._asking(f"info of {job.job_id}", job):
-            if not job.is_done:
-                _copy_counts(job, line.status(self.iris, data.wire))
-            if not data.detailed:  # the tasks say how many attempts started, and the exit code
-                tasks = line.tasks(self.iris, data.wire)
-                codes = [t.exit_code for t in tasks if t.exit_code]
-                with job.lock:
-                    job.attempts = max([job.attempts, *(t.attempts for t in tasks)])
-                    job.replicas = len(tasks) or job.replicas
-                    if job.is_done and codes:
-                        job.exit_code = codes[0]
-                    data.detailed = job.is_done
+            if not job.is_done:  # an ended job's record has what Iris said at its end
+                view = line.status(self.iris, data.wire)
+                job.observe(observed(view, line.tasks(self.iris, data.wire)))
             below = sorted(line.jobs(self.iris, wire + "/"), key=lambda v: v.submitted_at or 0)
         children = tuple(fray_job_id(v.job_id) for v in below if v.parent == wire)
         return job.info(children=children, pending_reason=self._pending_reason(job))
 
     def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
-        data = job.data
-        if not isinstance(data, Tracked):
+        """The job's lines from Iris (children's prefixed with their ids, where asked)."""
+        data: IrisJob = job.data
+        if data.wire is None:
             return super()._lines(job, include_children, tail)
         while True:  # an ended job's lines are whole once a fetch a while after both adds none
-            before, ended = data.new_at, job.finished_at if job.is_done else None
+            before = data.new_at
+            ended = job.finished_at if job.is_done else None
             if ended is not None:
                 time.sleep(max(max(ended, before) + LOGS_SETTLE_S - time.time(), 0.0))
             with self._asking(f"logs of {job.job_id}", job):
@@ -422,7 +431,7 @@ class IrisClient(BaseClient):
     def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
         """Its lines (``[i] `` first), if asked its descendants' (``[<id>] `` first), with keys."""
         out: list[Any] = []
-        wire = job.data.wire.to_wire()
+        wire = job.data.iris_id.to_wire()
         for entry in entries:
             owner, _, index = entry.task.rpartition("/")
             if owner == wire:
@@ -447,8 +456,9 @@ class IrisClient(BaseClient):
             view = line.status(self.iris, wire)
         fray_id = fray_job_id(view.job_id)
         parent = fray_job_id(view.parent) if view.parent else None
-        job = JobRecord(self, fray_id, parent=parent, name=wire.name, replicas=max(view.tasks, 1))
-        job.data = Tracked(wire)
+        replicas = max(view.tasks, 1)
+        data = IrisJob(wire=wire)
+        job = JobRecord(self, fray_id, parent=parent, name=wire.name, replicas=replicas, data=data)
         job.begin()
         with self._lock:
             job = self._found.setdefault(fray_id, job)
@@ -480,6 +490,7 @@ class IrisClient(BaseClient):
         actor_config: ActorConfig | None,
         single: bool,
     ) -> IrisActorGroup:
+        """Submits one job whose ``count`` replicas each serve one actor."""
         del single
         convert.ship_code_by_value(actor_class)
         config = actor_config or ActorConfig()
@@ -513,6 +524,7 @@ class IrisClient(BaseClient):
         return group
 
     def _hosting_address(self) -> str:
+        """Where an actor hosted in this task is reached (only inside an Iris task)."""
         info = get_job_info()
         if info is None:
             raise InvalidRequestError(
@@ -533,6 +545,7 @@ class IrisClient(BaseClient):
             endpoint_id = registry.register(endpoint, f"{host}:{port}", metadata={"fray": "hosted"})
 
         def withdraw() -> None:
+            """Unregisters the endpoint (the task's end removes it anyway)."""
             try:
                 registry.unregister(endpoint_id)
             except Exception as exc:  # the task's end removes it anyway
@@ -544,18 +557,14 @@ class IrisClient(BaseClient):
         """Shuts the actor groups down and closes the connection this client opened."""
         del wait
         with self._lock:
-            groups, self._groups = self._groups, []
-            raw, self._raw = (self._raw, None) if self._reopen is not None else (None, self._raw)
+            groups = self._groups
+            self._groups = []
+            raw = None
+            if self._reopen is not None:  # a connection it opened (a wrapped one stays open)
+                raw = self._raw
+                self._raw = None
         for group in groups:
             group.shutdown()
         if raw is not None:
             with contextlib.suppress(Exception):  # closing is best effort
                 raw.shutdown()
-
-
-def _copy_counts(job: JobRecord, view: JobView) -> None:
-    with job.lock:
-        job.failures, job.preemptions = view.failures, view.preemptions
-        job.attempts = max(convert.attempts(view), job.attempts)
-        job.started_at = view.started_at or job.started_at
-        job.replicas = view.tasks or job.replicas

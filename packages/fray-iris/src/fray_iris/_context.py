@@ -19,6 +19,7 @@ def detect() -> tuple[str, str, Any, str] | None:
         return None
 
     def wrap() -> Any:
+        """A Fray client over the Iris client set with ``iris_ctx_scope``."""
         from fray_iris import FrayIrisClient
 
         return FrayIrisClient.from_iris_client(raw)
@@ -29,6 +30,7 @@ def detect() -> tuple[str, str, Any, str] | None:
 
 
 def _inside_job() -> Any:
+    """A client on the Iris context of the job this process runs in."""
     from fray_iris import IrisClient  # the job's own Iris context
 
     return IrisClient()

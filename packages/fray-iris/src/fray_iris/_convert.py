@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -135,6 +136,28 @@ def to_constraints(resources: ResourceConfig) -> list[ic.Constraint]:
     return constraints
 
 
+# Iris's reason for refusing a job too big for every VM (0.2.227), per scaling group, in
+# millicores and bytes.
+_NEED = re.compile(r"\b(cpu|memory|disk): need (\d+), available (\d+)")
+_FIELDS = {"cpu": ("cpu", "cores", 1000), "memory": ("ram", "GiB", 1024**3)}
+
+
+def explain_unplaceable(message: str, resources: ResourceConfig) -> str:
+    """Iris's refusal of a job too big for every VM, in Fray's words: each resource's field
+    and sizes in cores and GiB, not Iris's raw counts (a default disk says it is one)."""
+
+    def told(found: re.Match[str]) -> str:
+        field, unit, scale = _FIELDS.get(found[1], ("disk", "GiB", 1024**3))
+        need = int(found[2]) / scale
+        have = int(found[3]) / scale
+        why = f"ResourceConfig.{field}"
+        if field == "disk" and "disk" not in resources.model_fields_set:
+            why = f"{why} defaults to {resources.disk}"
+        return f"{field}: {need:.4g} {unit} requested — {why} — its VMs have {have:.4g} {unit}"
+
+    return _NEED.sub(told, message)
+
+
 def _newer(field: str, value: Any, found: Any, allowed: str = "its default") -> Any:
     """``found``, where the installed line has it; else refuses ``value`` of ``field``."""
     if not found:
@@ -166,13 +189,15 @@ def to_coscheduling(resources: ResourceConfig, replicas: int = 1) -> Coschedulin
 def to_environment(environment: EnvironmentConfig | None, env: dict[str, str]) -> Any:
     """Iris's environment: ``env`` as the env vars, the rest from ``environment``."""
     config = environment or EnvironmentConfig()
-    pip, extras = list(config.pip_packages) or None, list(config.extras) or None
+    pip = list(config.pip_packages) or None
+    extras = list(config.extras) or None
     return line.environment(pip, env, extras, config)
 
 
 def to_container_profile(resources: ResourceConfig) -> int:
     """The Iris ``ContainerProfile`` number for ``resources.container_profile`` (0: none)."""
-    profile, field = resources.container_profile, "ResourceConfig.container_profile"
+    profile = resources.container_profile
+    field = "ResourceConfig.container_profile"
     if profile is None:
         return 0
     profiles = _newer(field, profile, line.CONTAINER_PROFILES, "only None")
@@ -185,7 +210,8 @@ def to_container_profile(resources: ResourceConfig) -> int:
 def to_iris_request(request: JobRequest) -> dict[str, Any]:
     """``IrisClient.submit``'s keyword arguments but the entrypoint and the name."""
     IRIS.check(request)
-    resources, environment = request.resources, request.environment
+    resources = request.resources
+    environment = request.environment
     if request.priority and request.priority not in PRIORITY_BANDS:
         bands = ", ".join(f"{n} ({name})" for n, name in sorted(PRIORITY_BANDS.items()))
         raise InvalidRequestError.for_field(
@@ -220,6 +246,7 @@ def to_task_failure_budget(request: JobRequest) -> int | None:
 
 
 def _duration(seconds: float | None) -> Duration | None:
+    """Iris's ``Duration`` of ``seconds`` (``None`` stays ``None``)."""
     return Duration.from_seconds(seconds) if seconds is not None else None
 
 

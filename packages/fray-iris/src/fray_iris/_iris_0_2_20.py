@@ -23,6 +23,7 @@ CONTAINER_PROFILES: dict[str, int] = {}
 CLUSTER_KEY: str | None = None  # no worker attribute names the cluster
 ACTOR_NOT_FOUND = frozenset({"NotFound"})  # the actor server's error_type for an unknown name
 ANYWHERE = None  # no ANY region on this line (its region constraints take EQ and IN only)
+STATES_PER_CALL = 1000  # job ids per state call: a request of 10,000 ids is one 10,000-row query
 
 
 def gpu_gang_level(variant: str, count: int, replicas: int) -> str:
@@ -45,14 +46,17 @@ def environment(
 
 
 def state_name(state: Any) -> str:
+    """The lower-case name of a ``job_pb2.JobState`` number (``running``...)."""
     return job_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()
 
 
 def _seconds(ts: Any) -> float | None:
+    """Seconds since the epoch of a protobuf timestamp (``None`` when unset)."""
     return ts.epoch_ms / 1000.0 if ts.epoch_ms else None
 
 
 def _view(p: job_pb2.JobStatus) -> JobView:
+    """The neutral view of a ``job_pb2.JobStatus``."""
     counts = (p.exit_code, p.failure_count, p.preemption_count)
     times = (_seconds(p.submitted_at), _seconds(p.started_at), _seconds(p.finished_at))
     rest = (p.pending_reason, p.task_count)
@@ -60,14 +64,22 @@ def _view(p: job_pb2.JobStatus) -> JobView:
 
 
 def states(raw: IrisClient, wires: list[JobName]) -> dict[str, str]:
-    return {k: state_name(v) for k, v in raw._cluster_client.get_job_states(wires).items()}
+    """Each job's state by wire id, in one ``GetJobState`` call per :data:`STATES_PER_CALL`
+    ids (jobs the controller does not know are left out)."""
+    found: dict[str, str] = {}
+    for start in range(0, len(wires), STATES_PER_CALL):
+        batch = raw._cluster_client.get_job_states(wires[start : start + STATES_PER_CALL])
+        found.update((wire, state_name(state)) for wire, state in batch.items())
+    return found
 
 
 def status(raw: IrisClient, wire: JobName) -> JobView:
+    """One job's status (``GetJobStatus``)."""
     return _view(raw.status(wire))
 
 
 def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
+    """The job's tasks: state, attempts started, exit code and error of each."""
     found: list[TaskView] = []
     for t in raw.list_tasks(wire):
         state = job_pb2.TaskState.Name(t.state).removeprefix("TASK_STATE_").lower()
@@ -79,28 +91,36 @@ def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
 
 
 def jobs(raw: IrisClient, prefix: str) -> list[JobView]:
+    """Every job whose wire id starts with ``prefix`` (``ListJobs``, paged by Iris)."""
     return [_view(p) for p in raw.list_jobs(prefix=prefix)]
 
 
 def terminate(raw: IrisClient, wire: JobName) -> None:
+    """Stops the job (Iris stops its children too)."""
     raw.terminate(wire)
 
 
 def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False) -> list[LogLine]:
+    """The job's lines so far, its descendants' included (a prefix query), oldest first;
+    with ``tail``, the last ``max_lines``.
+    """
     entries = raw.fetch_task_logs(wire, max_lines=max_lines, tail=tail)
     return [LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data) for e in entries]
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:
+    """The names of the registered endpoints under ``prefix``, in one ``ListEndpoints`` call."""
     return [e.name for e in raw._cluster_client.list_endpoints(prefix)]
 
 
 def endpoint(raw: IrisClient, wire: JobName, name: str) -> str | None:
+    """The address of the endpoint ``name`` of the job ``wire``, or ``None``."""
     found = raw.resolver_for_job(wire).resolve(name).endpoints
     return found[0].url if found else None
 
 
 def controller_address(raw: Any) -> str | None:
+    """The controller's address of a remote Iris client (``None`` for another kind)."""
     try:
         return str(raw._cluster_client._address)
     except AttributeError:  # not a remote client

@@ -51,10 +51,12 @@ def state_name(state: Any) -> str:
 
 
 def _seconds(ts: Any) -> float | None:
+    """Seconds since the epoch of a ``Timestamp`` (``None`` when unset)."""
     return ts.epoch_ms() / 1000.0 if ts is not None and ts.epoch_ms() else None
 
 
 def _view(s: Any) -> JobView:
+    """The neutral view of a 0.2.227 ``JobStatus``."""
     counts = (s.exit_code, s.failure_count, s.preemption_count)
     times = (_seconds(s.submitted_at), _seconds(s.started_at), _seconds(s.finished_at))
     rest = (s.pending_reason, s.task_count)
@@ -62,10 +64,12 @@ def _view(s: Any) -> JobView:
 
 
 def status(raw: IrisClient, wire: JobName) -> JobView:
+    """One job's status (``GetJobStatus``)."""
     return _view(raw.job(wire).status())
 
 
 def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
+    """The job's tasks: state, attempts started, exit code and error of each."""
     found: list[TaskView] = []
     for t in raw.list_tasks(wire):
         state = t.state.value
@@ -76,23 +80,32 @@ def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
 
 
 def jobs(raw: IrisClient, prefix: str) -> list[JobView]:
+    """Every job whose wire id starts with ``prefix`` (``ListJobs``, paged by Iris)."""
     return [_view(s) for s in raw.list_jobs(prefix=prefix)]
 
 
 def terminate(raw: IrisClient, wire: JobName) -> None:
+    """Stops the job (Iris stops its children too)."""
     raw.job(wire).cancel()
 
 
 def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False) -> list[LogLine]:
+    """The job's lines so far, its descendants' included (a prefix query), oldest first;
+    with ``tail``, the last ``max_lines``.
+    """
     entries = raw.job(wire).logs(max_lines=max_lines, tail=tail)
     return [LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data) for e in entries]
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:
+    """The names of the registered endpoints under ``prefix``, in one ``ListEndpoints`` call."""
     return [e.name for e in raw.list_endpoints(prefix)]
 
 
 def endpoint(raw: IrisClient, wire: JobName, name: str) -> str | None:
+    """The address of an instance of the endpoint ``name`` (the controller knows its job),
+    or ``None``.
+    """
     del wire
     found = raw.list_endpoint_instances(name)
     return found[0].address if found else None

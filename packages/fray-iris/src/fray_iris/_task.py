@@ -68,6 +68,7 @@ def run_callable(
 
 
 def _store_failure(store: ResultStore | None, path: str, exc: BaseException) -> None:
+    """Stores the exception (as an ``Outcome``) for the driver to raise."""
     if store is not None:
         from fray.backend import Outcome  # only on failure: importing Fray takes a while
 
@@ -146,6 +147,7 @@ class ResultStore:
 
 
 def _fsspec() -> Any:
+    """The fsspec module, imported only for a store that is not a local folder."""
     import fsspec  # only for a store that is not a local folder: it takes a while to import
 
     return fsspec

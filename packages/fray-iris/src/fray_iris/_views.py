@@ -32,6 +32,16 @@ class JobView(NamedTuple):
 
 
 class TaskView(NamedTuple):
+    """One task of a job.
+
+    Attributes:
+        task_index: Its index in the job.
+        state: Iris's name of its state, in lower case.
+        attempts: Attempts that started.
+        exit_code: The last attempt's exit code.
+        error: The last attempt's error, if any.
+    """
+
     task_index: int
     state: str
     attempts: int  # attempts that started
@@ -40,6 +50,15 @@ class TaskView(NamedTuple):
 
 
 class LogLine(NamedTuple):
+    """One line a task wrote.
+
+    Attributes:
+        task: The task's wire id, ``/<user>/<job...>/<index>``.
+        stream: ``stdout`` or ``stderr``.
+        at_ms: When it was written, in milliseconds since the epoch.
+        text: The line.
+    """
+
     task: str  # the task's wire id, /<user>/<job...>/<index>
     stream: str
     at_ms: int

@@ -1,7 +1,10 @@
 # pyright: standard
-"""Every public name of ``fray_iris``: its client and handles, and the predecessor's
-``fray.iris_backend`` names over them (``FrayIrisClient``, the helpers its users call to build
-requests for raw Iris, taking what either predecessor line passes). Not on the submit path."""
+"""The predecessor's ``fray.iris_backend`` names that belong to the Iris backend, which
+fray-core's ``fray.iris_backend`` forwards to: ``FrayIrisClient`` (an
+:class:`~fray_iris.IrisClient` built the predecessor's way), the job and actor handles, and
+the helpers its users call to build requests for raw Iris (``convert_resources``...), taking
+what either predecessor line passes. Not on the submit path.
+"""
 
 from __future__ import annotations
 
@@ -26,12 +29,26 @@ from fray import (
 )
 from fray.errors import BackendUnavailableError, InvalidRequestError
 from fray_iris import _convert as convert
-from fray_iris._actors import IrisActorFuture as IrisActorFuture
-from fray_iris._actors import IrisActorGroup as IrisActorGroup
-from fray_iris._actors import IrisActorHandle as IrisActorHandle
-from fray_iris._client import IrisClient
-from fray_iris._client import IrisJobHandle as IrisJobHandle
+from fray_iris._actors import IrisActorGroup, IrisActorHandle
+from fray_iris._client import IrisClient, IrisJobHandle
 from fray_iris._iris_0_2_20 import NEWER
+
+__all__ = [
+    "NSYS_TASKS_ENV",
+    "FrayIrisClient",
+    "IrisActorGroup",
+    "IrisActorHandle",
+    "IrisJobHandle",
+    "convert_constraints",
+    "convert_container_profile",
+    "convert_entrypoint",
+    "convert_environment",
+    "convert_resources",
+    "map_iris_job_state",
+    "resolve_coscheduling",
+    "wrap_multiprocess",
+    "wrap_nsys",
+]
 
 NSYS_TASKS_ENV = "IRIS_NSYS_TASKS"
 """Selects the tasks :func:`wrap_nsys` runs under Nsight Systems: ``first``, ``all``, or
@@ -135,6 +152,7 @@ def wrap_multiprocess(
 
 
 def _with_command(entrypoint: IrisEntrypoint, command: list[str]) -> IrisEntrypoint:
+    """``entrypoint`` running ``command`` instead, with the same files."""
     return IrisEntrypoint(
         command=command,
         workdir_files=entrypoint.workdir_files,
@@ -143,6 +161,7 @@ def _with_command(entrypoint: IrisEntrypoint, command: list[str]) -> IrisEntrypo
 
 
 def _newer_module(name: str, what: str) -> Any:
+    """Iris's module ``name``, or why the installed marin-iris cannot do ``what``."""
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:
