@@ -1,5 +1,5 @@
-"""The ``fray`` command line: ``fray run``, ``fray jobs``, ``fray tpu``, ``fray doctor`` and
-``fray migrate`` (see docs/cli.md).
+"""The ``fray`` command line: ``fray run``, ``fray jobs``, ``fray dashboard``, ``fray tpu``,
+``fray doctor`` and ``fray migrate`` (see docs/cli.md).
 
 Exit codes: ``fray run`` exits with the job's exit code (130 after Ctrl-C); bad arguments
 exit 2; other errors print one line plus a hint and exit 1 (``--debug`` shows the traceback).
@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``fray`` command."""
     from fray import __version__
-    from fray.cli import _info, _jobs, _run
+    from fray.cli import _dashboard, _info, _jobs, _run
 
     parser = _Parser(
         prog="fray",
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fray {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND")
-    for module in (_run, _jobs, _info):
+    for module in (_run, _jobs, _dashboard, _info):
         module.add_parser(sub)
     parser.set_defaults(prog="fray", handler=None, usage=parser)
     return parser

@@ -1,8 +1,9 @@
 """``fray jobs``, written once against the client protocol: on Ray and Iris the cluster
-answers; locally, :class:`RunStore` reads the runs that ``fray run`` records in the state
-directory (``FRAY_STATE_DIR``, default ``$XDG_STATE_HOME/fray``), one folder per run:
-``record.json`` (the job's facts, what ran, the runner's pid), ``log`` (``<unix time> <line>``
-per line) and ``lock`` (held by the runner while it lives). Folders are 0700, files 0600;
+answers; locally, :class:`RunStore` reads the runs recorded in the state directory
+(``FRAY_STATE_DIR``, default ``$XDG_STATE_HOME/fray``) by ``fray run`` and by a
+``LocalClient(record=True)`` (:class:`RunRecorder`), one folder per run: ``record.json`` (the
+job's facts, what ran, the runner's pid), ``log`` (``<unix time> <line>`` per line) and
+``lock`` (held by the runner while the job runs). Folders are 0700, files 0600;
 secret-looking env values are stored as ``***`` and masked in the log.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 from fray import JobStatus, wait_all
+from fray._secrets import masker
 from fray.cli._common import (
     CliError,
     add_command,
@@ -34,12 +36,17 @@ from fray.cli._common import (
     print_table,
 )
 from fray.environment_variables import FRAY_STATE_DIR
-from fray.errors import FrayError, JobNotFoundError, JobTimeoutError
+from fray.errors import FrayError, InvalidRequestError, JobNotFoundError, JobTimeoutError
 
-__all__ = ["Run", "RunStore", "add_parser"]
+__all__ = ["Run", "RunRecorder", "RunStore", "add_parser"]
 
 # Labels of the facts whose names are long or unclear (`fray jobs status`).
-_LABELS = {"pending_reason": "waiting", "preemptions": "preempted", "stop_signal": "signal"}
+_LABELS = {
+    "pending_reason": "waiting",
+    "preemptions": "preempted",
+    "stop_signal": "signal",
+    "attempt_history": "history",
+}
 
 
 def add_parser(sub: Any) -> None:
@@ -109,6 +116,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for key, value in facts.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "-"  # pyright: ignore[reportUnknownVariableType]
+        elif key == "attempt_history":  # "1 preempted, 2 succeeded"
+            value = ", ".join(f"{a['attempt']} {a['outcome']}" for a in value) or None
         elif isinstance(value, list):
             value = " ".join(map(str, value)) or "-"  # pyright: ignore[reportUnknownArgumentType]
         elif key.endswith(("_at", "_s")):
@@ -239,12 +248,14 @@ class Run:
         if not JobStatus(record["status"]).is_finished and self.runner_alive(record) is False:
             pid = record["runner"]["pid"]
             record["status"] = JobStatus.FAILED.value
-            record["error"] = f"its 'fray run' process (pid {pid}) was killed; the job died with it"
+            record["error"] = (
+                f"the process that ran it (pid {pid}) was killed; the job died with it"
+            )
         return record
 
     def runner_alive(self, record: Mapping[str, Any]) -> bool | None:
-        """Whether the run's ``fray run`` process still runs: it holds the run's lock until it
-        ends (``None``: it runs on another host)."""
+        """Whether the process that runs the job still runs: it holds the run's lock until
+        the job ends (``None``: it runs on another host)."""
         if record["runner"]["host"] != socket.gethostname():
             return None
         with contextlib.suppress(FileNotFoundError), open(self._file("lock"), "rb") as lock:
@@ -310,8 +321,10 @@ class Run:
         self._lock = threading.Lock()
         self._record: dict[str, Any] = {}
         os.makedirs(self._folder, 0o700, exist_ok=True)
-        # Held while this process lives, so that a reader knows when it is gone, however.
-        fcntl.flock(os.open(self._file("lock"), _FLAGS, 0o600), fcntl.LOCK_EX)
+        # Held until close() or this process ends, so that a reader knows when it is gone,
+        # however it ends.
+        self._held = os.open(self._file("lock"), _FLAGS, 0o600)
+        fcntl.flock(self._held, fcntl.LOCK_EX)
         runner = {"pid": os.getpid(), "host": socket.gethostname()}
         self.update(**what, runner=runner)
         self._log = os.open(self._file("log"), _FLAGS | os.O_APPEND, 0o600)
@@ -334,3 +347,57 @@ class Run:
             self.update()
         self._lines += 1
         os.write(self._log, f"{time.time():.6f} {text}\n".encode(errors="replace"))
+
+    def lines(self, stamped: list[tuple[float, str]]) -> None:
+        """Appends lines of the job's output, each with the time it was printed, masked."""
+        data = "".join(f"{stamp:.6f} {self._mask(text)}\n" for stamp, text in stamped)
+        os.write(self._log, data.encode(errors="replace"))
+
+    def close(self) -> None:
+        """Releases the run's files once the record is final (the job has ended)."""
+        os.close(self._log)
+        os.close(self._held)
+
+
+class RunRecorder:
+    """Records the jobs of a ``LocalClient(record=True)`` in the run store, so that ``fray
+    jobs`` and ``fray dashboard`` show them after the process has exited: the record when
+    the job is submitted, placed and ended, and its output when it ends (a process killed
+    mid-job leaves the record, read as FAILED, without that job's output).
+
+    Raises:
+        InvalidRequestError: The state directory cannot be written.
+    """
+
+    def __init__(self, store: RunStore | None = None) -> None:
+        try:
+            self.store = (store or RunStore()).prepare()
+        except CliError as err:
+            raise InvalidRequestError.for_field(
+                "LocalClient.record", True, f"{err}; {err.hint}"
+            ) from None
+        self._lock = threading.Lock()
+        self._runs: dict[str, Run] = {}
+
+    def submitted(self, handle: Any, env: Mapping[str, str], what: str) -> None:
+        """Starts the record of a job (``env``: its env vars, whose secrets are masked)."""
+        run = Run(self.store, handle.job_id)
+        run.start(handle, masker([os.environ, env]), command=[what], recorded_by="LocalClient")
+        with self._lock:
+            self._runs[handle.job_id] = run
+
+    def changed(self, job_id: str) -> None:
+        """Writes the record again (the job was placed)."""
+        with self._lock:
+            run = self._runs.get(job_id)
+        if run is not None:
+            run.update()
+
+    def ended(self, job_id: str, stamped: list[tuple[float, str]]) -> None:
+        """Writes the final record and the job's output, and releases the run's files."""
+        with self._lock:
+            run = self._runs.pop(job_id, None)
+        if run is not None:
+            run.lines(stamped)
+            run.update()
+            run.close()

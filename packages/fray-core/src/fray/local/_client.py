@@ -10,6 +10,10 @@ left to end on its own (use ``isolation="process"`` for jobs that must always st
 Resources are validated, not enforced. A TPU job runs one process per VM of each slice with
 the env a real slice gives (``TPU_WORKER_ID``, ``MEGASCALE_*``...) and ``JAX_PLATFORMS=cpu``;
 GPU jobs run on the CPU; regions, zones and ``preemptible`` are no-ops.
+
+With ``record=True`` (spec ``local?record=1``) every job is also recorded in the run store
+(``FRAY_STATE_DIR``), where ``fray jobs`` and ``fray dashboard`` find it after this process
+has exited; off by default, it costs nothing then.
 """
 
 from __future__ import annotations
@@ -156,6 +160,8 @@ class LocalClient(BaseClient):
         echo_logs: Also copy job output to this process's stdout.
         target: Also check every request against this backend's capability table
             (``"ray"``, ``"iris"``), so code tested here is refused where it would be there.
+        record: Also record every job (its facts and, once it ends, its output) in the run
+            store, for ``fray jobs`` and ``fray dashboard`` after this process exits.
     """
 
     scheme = "local"
@@ -164,7 +170,12 @@ class LocalClient(BaseClient):
     ignores = ("setup_scripts", "sync_packages")
 
     def __init__(
-        self, max_threads: int | None = None, *, echo_logs: bool = True, target: str | None = None
+        self,
+        max_threads: int | None = None,
+        *,
+        echo_logs: bool = True,
+        target: str | None = None,
+        record: bool = False,
     ) -> None:
         super().__init__(target, "LocalClient.target")
         if max_threads is not None and (
@@ -175,6 +186,8 @@ class LocalClient(BaseClient):
             )
         if not isinstance(echo_logs, bool):
             raise InvalidRequestError.for_field("LocalClient.echo_logs", echo_logs, "True or False")
+        if not isinstance(record, bool):
+            raise InvalidRequestError.for_field("LocalClient.record", record, "True or False")
         self.max_threads = max_threads
         self.echo_logs = echo_logs
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
@@ -182,12 +195,21 @@ class LocalClient(BaseClient):
         self._actors = InProcessActors(self, serve_after_end=True)
         self._tmp: str | None = None
         self._finalizer = weakref.finalize(self, _kill_all, self._jobs)
+        self._recorder = _recorder() if record else None
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> LocalClient:
-        """Builds a client from ``local``, ``local?threads=N`` or ``local?target=ray``."""
-        spec.reject_unknown({"threads", "target"}, address=False)
-        return cls(max_threads=spec.param_int("threads"), target=spec.params.get("target"))
+        """Builds a client from ``local``, ``local?threads=N``, ``local?target=ray`` or
+        ``local?record=1``."""
+        spec.reject_unknown({"threads", "target", "record"}, address=False)
+        record = spec.params.get("record", "0")
+        if record not in ("0", "1"):
+            raise InvalidRequestError.for_field(f"{spec.field}.record", record, "0 or 1")
+        return cls(
+            max_threads=spec.param_int("threads"),
+            target=spec.params.get("target"),
+            record=record == "1",
+        )
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -199,6 +221,19 @@ class LocalClient(BaseClient):
         process = _needs_process(request)
         payload = _payload(request) if process and request.entrypoint.is_callable else None
         return LocalData(process, payload)
+
+    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
+        if self._recorder is not None and job.request is not None:
+            env = job.request.environment
+            secrets = {} if env is None else {**env.env_vars, **env.secrets}
+            what = job.request.entrypoint.describe()
+            self._recorder.submitted(self.handle_type(job), secrets, what)
+        super()._launch(job, adopt_existing)
+
+    def _placed(self, job: JobRecord) -> None:
+        super()._placed(job)
+        if self._recorder is not None:
+            self._recorder.changed(job.job_id)
 
     def _start_attempt(self, job: JobRecord) -> Outcome | None:
         self.pool.submit(self._attempt, job)
@@ -242,6 +277,8 @@ class LocalClient(BaseClient):
 
     def _job_ended(self, job: JobRecord) -> None:
         super()._job_ended(job)  # its files go before anyone waiting sees it ended
+        if self._recorder is not None:
+            self._recorder.ended(job.job_id, job.log.snapshot())
         workdir = job.data.workdir if isinstance(job.data, LocalData) else None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -282,6 +319,13 @@ class LocalClient(BaseClient):
         _kill_all(self._jobs)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _recorder() -> Any:
+    """The run store's recorder (imported only when a client records)."""
+    from fray.cli._jobs import RunRecorder
+
+    return RunRecorder()
 
 
 def _kill_all(jobs: dict[str, JobRecord]) -> None:
