@@ -45,25 +45,32 @@ def test_a_refusal_names_the_field_the_value_and_what_is_allowed() -> None:
     assert "pip_packages" in str(caught.value)
 
 
-def test_ray_takes_the_default_disk_and_refuses_any_other() -> None:
+def test_ray_notes_disk_other_than_the_default_and_refuses_it_nowhere() -> None:
     ray = capabilities_of("ray")
-    ray.check(_request(ResourceConfig()))
-    ray.check(_request(ResourceConfig(disk="64g")))
-    ray.check(_request(ResourceConfig.with_tpu("v4-8")))
-    with pytest.raises(InvalidRequestError, match=r"the default on Ray \(64g; 50g"):
-        ray.check(_request(ResourceConfig(disk="16g")))  # the default before 0.2.227's
-    with pytest.raises(InvalidRequestError, match="Ray cannot reserve disk"):
-        ray.check(_request(ResourceConfig.with_tpu("v4-8", disk="100g")))
-    with pytest.raises(InvalidRequestError) as caught:
-        ray.check_resources(ResourceConfig(disk="1g"))
-    assert caught.value.field == "resources.disk"
+    for resources in (
+        ResourceConfig(),
+        ResourceConfig(disk="64g"),
+        ResourceConfig.with_tpu("v4-8"),
+        ResourceConfig(disk="16g"),
+        ResourceConfig.with_tpu("v4-8", disk="100g"),
+    ):
+        ray.check(_request(resources))
+        ray.check_resources(resources)
+    assert ray.noted(ResourceConfig()) == []
+    assert ray.noted(ResourceConfig.with_tpu("v4-8")) == []  # with_tpu's 50g is a default
+    (note,) = ray.noted(ResourceConfig(disk="10g"))
+    warning = note.warning(ResourceConfig(disk="10g"), ray.title)
+    assert warning.startswith("resources.disk='10g': Ray does not reserve disk")
+    assert "custom resource 'disk'" in warning
+    assert ray.noted(None) == []
 
 
 def test_the_same_request_gets_each_backends_own_answer() -> None:
     request = _request(ResourceConfig(disk="10G"), environment=EnvironmentConfig(extras=("x",)))
     capabilities_of("iris").check(request)  # Iris reserves disk and installs extras
-    with pytest.raises(InvalidRequestError, match="disk"):
-        capabilities_of("ray").check(request)
+    with pytest.raises(InvalidRequestError, match="extras"):
+        capabilities_of("ray").check(request)  # the disk is only noted
+    capabilities_of("ray").check(_request(ResourceConfig(disk="10G")))
     capabilities_of("local").check(request)  # the table is silent; LocalClient checks installs
 
 

@@ -1,5 +1,8 @@
 """What each backend refuses in a request, one :class:`Capabilities` table per backend:
-a backend honours every field or refuses it at submit time, naming the field.
+a backend honours every field or refuses it at submit time, naming the field. A field that
+does not change what a job computes and that the backend cannot reserve (disk on Ray) is
+not refused: it is a :class:`Note`, which the backend (and a client checking against its
+table) warns about once per client, naming the field and the value.
 
 A backend checks requests against its own table; ``FakeClient(target="ray")`` and
 ``LocalClient(target="ray")`` check against another's, so a unit test fails where the
@@ -14,11 +17,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fray._resources import GpuConfig, ResourceConfig, TpuConfig, has_default_disk
+from fray._resources import (
+    DEFAULT_DISK,
+    GpuConfig,
+    ResourceConfig,
+    TpuConfig,
+    has_default_disk,
+)
 from fray._types import JobRequest
 from fray.errors import InvalidRequestError
 
-__all__ = ["Capabilities", "Limit", "capabilities_of", "known_targets", "resource_limit"]
+__all__ = [
+    "Capabilities",
+    "Limit",
+    "Note",
+    "capabilities_of",
+    "known_targets",
+    "resource_limit",
+]
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,27 @@ class Limit:
     on_resources: Callable[[ResourceConfig], bool] | None = None
 
 
+@dataclass(frozen=True)
+class Note:
+    """A ``resources.<name>`` field a backend takes but may not reserve: ``says`` what it
+    does with it (the warning's text and the README's); ``applies`` is true for resources
+    that ask for it (a value other than the default)."""
+
+    name: str
+    says: str
+    applies: Callable[[ResourceConfig], bool]
+
+    @property
+    def field(self) -> str:
+        """The field's path under a request (``resources.disk``)."""
+        return f"resources.{self.name}"
+
+    def warning(self, resources: ResourceConfig, backend: str) -> str:
+        """The one warning a client gives for it, naming the field and the value."""
+        value = getattr(resources, self.name)
+        return f"{self.field}={value!r}: {backend} {self.says}; it runs without the reservation"
+
+
 def resource_limit(name: str, allowed: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
     """A limit on ``resources.<name>``, for jobs and actors alike."""
     return Limit(f"resources.{name}", allowed, lambda r: breaks(r.resources), breaks)
@@ -46,13 +83,17 @@ def _value_at(obj: Any, path: str) -> Any:
 
 
 class Capabilities:
-    """The refusals (``limits``) of one backend, in the order it checks them: ``backend``
-    is its scheme, ``title`` how messages and the README name it (``Ray``)."""
+    """The refusals (``limits``) of one backend, in the order it checks them, and the fields
+    it takes but only notes (``notes``): ``backend`` is its scheme, ``title`` how messages
+    and the README name it (``Ray``)."""
 
-    def __init__(self, backend: str, title: str, limits: Iterable[Limit]) -> None:
+    def __init__(
+        self, backend: str, title: str, limits: Iterable[Limit], notes: Iterable[Note] = ()
+    ) -> None:
         self.backend = backend
         self.title = title
         self.limits = tuple(limits)
+        self.notes = tuple(notes)
 
     def __repr__(self) -> str:
         return f"Capabilities({self.backend!r}, limits={len(self.limits)})"
@@ -85,13 +126,30 @@ class Capabilities:
                     limit.field, _value_at(resources, field), limit.allowed
                 )
 
+    def noted(self, resources: ResourceConfig | None) -> list[Note]:
+        """The notes that apply to ``resources`` (a job's or an actor's)."""
+        if not isinstance(resources, ResourceConfig):
+            return []
+        return [note for note in self.notes if note.applies(resources)]
+
     def markdown(self) -> str:
         """The table as a Markdown table, for the backend's README."""
         rows = [f"| field | what {self.title} allows |", "|---|---|"]
         for limit in self.limits:
             scope = "" if limit.on_resources is None else " (jobs and actors)"
             rows.append(f"| `{limit.field}`{scope} | {limit.allowed} |")
+        for note in self.notes:
+            rows.append(
+                f"| `{note.field}` (jobs and actors) | any value: {self.title} {note.says}; "
+                "a client says so once |"
+            )
         return "\n".join(rows) + "\n"
+
+
+def _asks_disk(res: ResourceConfig) -> bool:
+    """Whether ``res`` sizes its disk (not the default); the default's own spelling is
+    answered without parsing (every request has one: parsing costs a Ray job 30 us)."""
+    return res.disk != DEFAULT_DISK and not has_default_disk(res)
 
 
 def _is_tpu(r: JobRequest) -> bool:
@@ -185,12 +243,6 @@ RAY = Capabilities(
     "ray",
     "Ray",
     [
-        resource_limit(
-            "disk",
-            "the default on Ray (64g; 50g for a TPU), which Ray does not reserve: Ray cannot "
-            "reserve disk (express it as a custom resource your nodes advertise instead)",
-            lambda res: not has_default_disk(res),
-        ),
         Limit(
             "isolation",
             "'auto' or 'process': every Ray job runs in a worker process",
@@ -236,6 +288,14 @@ RAY = Capabilities(
                 r.scheduling_timeout is not None and not (r.entrypoint.is_callable or _is_tpu(r))
             ),
         ),
+    ],
+    [
+        Note(
+            "disk",
+            "does not reserve disk unless its nodes advertise a custom resource 'disk' (in "
+            "bytes, like 'memory')",
+            _asks_disk,
+        )
     ],
 )
 
