@@ -205,7 +205,8 @@ def test_free_per_node_reads_every_live_node_and_falls_back(
     with caplog.at_level(logging.DEBUG, logger="fray.ray"):
         assert _adapter.free_per_node() is None
     assert "using the cluster's sum" in caplog.text
-    from fray_ray._placement import Ask, cluster_says
+    from fray_ray._convert import Ask
+    from fray_ray._placement import cluster_says
 
     # The public fallback: what the whole cluster has free (here as if 1.5 CPUs were).
     assert cluster_says(Ask({"CPU": 1.0})) is None

@@ -10,6 +10,7 @@ run on the worker, which lets a test kill "the node the job runs on".
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ ray = pytest.importorskip("ray")
 from fray_testing.ray_cluster import LocalRayCluster  # noqa: E402
 
 REGION = "test-east1"
+DISK = {"disk": float(500 * 2**30)}  # the worker node advertises 500 GiB of disk
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,7 @@ def cluster() -> Iterator[LocalRayCluster]:
         p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p
     )
     with LocalRayCluster(head_cpus=2, head_resources={"head_node": 1}, dashboard=True) as c:
-        c.add_node(num_cpus=4, labels={"ray.io/availability-region": REGION})
+        c.add_node(num_cpus=4, resources=DISK, labels={"ray.io/availability-region": REGION})
         c.connect()
         yield c
 
@@ -167,16 +169,28 @@ def test_regions_become_a_label_requirement(client: RayClient, cluster: LocalRay
     assert job.result(timeout=120) != head
 
 
-def test_disk_is_refused_on_ray(client: RayClient):
-    with pytest.raises(InvalidRequestError) as caught:
-        client.submit(
-            JobRequest(
-                name="disk",
-                entrypoint=Entrypoint.from_callable(node_id),
-                resources=ResourceConfig(disk="100g"),
-            )
-        )
-    assert caught.value.field == "JobRequest.resources.disk"
+def test_disk_is_reserved_where_a_node_advertises_it(
+    client: RayClient, cluster: LocalRayCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The labelled node advertises a custom resource 'disk' (bytes): a job that asks for
+    # disk reserves it there (and only there fits); the default disk reserves nothing.
+    asked = JobRequest(
+        name="disk",
+        entrypoint=Entrypoint.from_callable(placement),
+        resources=ResourceConfig(cpu=1, ram="0", disk="100g"),
+    )
+    with caplog.at_level(logging.WARNING, logger="fray.ray"):
+        for _ in range(2):
+            _own, resources, node = client.submit(asked).result(timeout=120)
+            assert resources == {"CPU": 1.0, "disk": 100 * 2**30}
+            assert node != cluster.node_id(cluster.head_node)
+    plain = JobRequest(
+        name="plain",
+        entrypoint=Entrypoint.from_callable(placement),
+        resources=ResourceConfig(cpu=1, ram="0"),
+    )
+    assert client.submit(plain).result(timeout=120)[1] == {"CPU": 1.0}
+    assert "resources.disk" not in caplog.text  # reserved: nothing to say
 
 
 def test_fields_ray_does_not_honour_are_refused(client: RayClient) -> None:
@@ -411,7 +425,9 @@ def test_killed_worker_node_is_a_preemption_and_the_job_reruns(
     deadline_wait(lambda: marker.exists() and marker.stat().st_size == 1)
     [worker] = [n for n in cluster.alive_nodes() if n is not cluster.head_node]
     cluster.kill_node(worker, preemption=True)
-    replacement = cluster.add_node(num_cpus=4, labels={"ray.io/availability-region": REGION})
+    replacement = cluster.add_node(
+        num_cpus=4, resources=DISK, labels={"ray.io/availability-region": REGION}
+    )
     assert job.result(timeout=180) == cluster.node_id(replacement)
     info = job.info()
     assert (info.attempts, info.preemptions, info.failures) == (2, 1, 0)
@@ -429,7 +445,7 @@ def deadline_wait(predicate: Callable[[], bool], timeout: float = 120.0) -> None
         delay = min(delay * 2, 0.2)
 
 
-# -- how a job's end is noticed (its tasks' futures, by callback) ---------------------------
+# -- how a job's end is noticed (whoever waits, else callbacks on its tasks' futures) -------
 
 
 def own_job_id() -> str | None:
@@ -530,19 +546,48 @@ def test_a_request_changed_after_it_ran_runs_as_changed(client: RayClient) -> No
 def test_a_job_nobody_waits_for_is_still_retried_and_finished(
     client: RayClient, tmp_path: Path
 ) -> None:
-    # No wait(), result() or callback: the tasks' callbacks must drive the retry. The test
-    # only reads the client's list, which asks nothing of the job.
+    # No wait(), result() or status(): the watcher's callbacks on the tasks' futures must
+    # drive the retry and run the done-callback. The test only reads the client's list and
+    # the callback's list, which ask nothing of the job.
     marker = tmp_path / "attempts"
     handle = client.submit(fails_once(marker))
+    ended: list[str] = []
+    handle.add_done_callback(lambda h: ended.append(h.job_id))
 
     def listed() -> Any:
         return next(info for info in client.list_jobs() if info.job_id == handle.job_id)
 
-    deadline_wait(lambda: listed().status.is_finished)
+    deadline_wait(lambda: bool(ended))
+    assert ended == [handle.job_id]
     assert marker.read_text() == "xx"
     info = listed()
     assert (info.status, info.attempts, info.failures) == (JobStatus.SUCCEEDED, 2, 1)
     assert handle.result() == "second attempt"
+
+
+def exit_with(code: int) -> None:
+    sys.exit(code)
+
+
+def test_sys_exit_in_a_job_is_a_failure_with_its_exit_code_not_a_preemption(
+    client: RayClient,
+) -> None:
+    # Ray ends a worker whose task calls sys.exit and reports WorkerCrashedError, which
+    # reads as a preemption; the wrapper makes it the job's failure, with its code.
+    job = client.submit(
+        JobRequest(
+            name="exits",
+            entrypoint=Entrypoint.from_callable(exit_with, [3]),
+            max_retries_failure=0,
+            max_retries_preemption=5,
+        )
+    )
+    with pytest.raises(JobFailedError, match="SystemExit: 3") as caught:
+        job.wait(timeout=120)
+    assert isinstance(caught.value.__cause__, SystemExit)
+    info = job.info()
+    assert (info.status, info.exit_code) == (JobStatus.FAILED, 3)
+    assert (info.attempts, info.failures, info.preemptions) == (1, 1, 0)
 
 
 def test_done_callbacks_and_a_blocked_waiter_each_see_the_end_once(client: RayClient) -> None:
@@ -611,40 +656,44 @@ def test_each_job_sees_its_own_identity_and_the_worker_gets_its_env_back(
     # The wrapper as a worker runs it, called here in the test process: FRAY_JOB_ID,
     # FRAY_TASK_INDEX, FRAY_NUM_TASKS and the device defaults are set in os.environ (and
     # so in a subprocess) for the job's duration, then the worker's own values come back.
+    # The value comes back as it is (with the lines, where it printed); the user's own
+    # exception is raised, carrying the lines; sys.exit becomes JobExit with its code.
+    import pickle
+
     import cloudpickle
 
     from fray_ray._client import job_client
-    from fray_ray._worker import runner
+    from fray_ray._worker import JobExit, Printed, printed_lines, runner
 
     monkeypatch.setenv("JAX_PLATFORMS", "tpu")  # the worker's own value comes back after
     monkeypatch.delenv("FRAY_JOB_ID", raising=False)
     before = dict(os.environ)
-    execute = runner(job_client)
+    _one, execute = runner(job_client)
 
     def run(job_id: str, fn: Callable[..., object], *args: object) -> Any:
-        where = (client.namespace, client.registry.name, False, (("JAX_PLATFORMS", "cpu"),), None)
-        return execute(cloudpickle.dumps((fn, args, {})), (job_id, 1, 2, *where))
+        call = cloudpickle.dumps((fn, args, {}))
+        env = (("JAX_PLATFORMS", "cpu"),)
+        where = (client.namespace, client.registry.name, False, env, None, call)
+        return execute(pickle.dumps((job_id, 2, *where)), 1)
 
     for job_id in ("wrap-1", "wrap-2"):
-        outcome, lines = run(job_id, identity_in_a_subprocess)
-        assert outcome.value == {
+        assert run(job_id, identity_in_a_subprocess) == {
             "FRAY_JOB_ID": job_id,
             "FRAY_TASK_INDEX": "1",
             "FRAY_NUM_TASKS": "2",
             "JAX_PLATFORMS": "cpu",
             "current_job_id": job_id,
         }
-        assert lines == []
         assert dict(os.environ) == before
-    outcome, lines = run("wrap-3", print_and_return, 7)
-    assert (outcome.kind, outcome.value, lines) == (
-        "succeeded",
-        7,
-        ["a line", "no newline at the end"],
-    )
-    outcome, lines = run("wrap-4", raise_value_error)
-    assert outcome.kind == "failed" and isinstance(outcome.cause, ValueError)
-    assert any("ValueError: boom" in line for line in lines)
+    printed = run("wrap-3", print_and_return, 7)
+    assert isinstance(printed, Printed)
+    assert (printed.value, printed.lines) == (7, ["a line", "no newline at the end"])
+    with pytest.raises(ValueError, match="boom") as raised:
+        run("wrap-4", raise_value_error)
+    assert any("ValueError: boom" in line for line in printed_lines(raised.value))
+    with pytest.raises(JobExit) as exited:
+        run("wrap-5", sys.exit, 3)
+    assert exited.value.code == 3
     assert dict(os.environ) == before
 
 
@@ -667,7 +716,7 @@ def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClien
                 )
             return real.submit_job(**kwargs)
 
-    client._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
+    client.session._jobs_api = AgentNotUpYet()  # pyright: ignore[reportPrivateUsage]
     job = client.submit(
         JobRequest(
             name="agent-late",

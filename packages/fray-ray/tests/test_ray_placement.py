@@ -160,3 +160,39 @@ def test_a_job_without_a_scheduling_timeout_says_why_it_may_wait(client: RayClie
     assert reason.startswith("a replica may be waiting for a node: each asks for CPU=3")
     assert "busy" in reason
     assert handle.result(timeout=120) == "slept"
+
+
+def test_disk_no_node_advertises_runs_and_is_noted_once_per_client(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # No node has a 'disk' resource: a job that sizes its disk runs all the same (as
+    # Marin's steps do, disk="10g"), and each client says once that Ray does not reserve it.
+    import logging
+
+    request = job("sized", resources={"disk": "10g"})
+    with caplog.at_level(logging.WARNING, logger="fray.ray"):
+        for _ in range(2):
+            with RayClient(namespace="disk-noted", echo_logs=False) as client:
+                handles = [client.submit(request) for _ in range(3)]
+                assert [h.result(timeout=120) for h in handles] == ["slept"] * 3
+    notes = [r.getMessage() for r in caplog.records if "resources.disk" in r.getMessage()]
+    assert len(notes) == 2  # one per client
+    assert notes[0].startswith("resources.disk='10g': Ray does not reserve disk")
+
+
+def test_a_workspace_ray_cannot_ship_to_a_task_is_refused_at_submit(tmp_path: Path) -> None:
+    # create_environment()'s workspace (the current directory) is the driver's own code: it
+    # runs with no task-level working_dir. Any other local directory is refused at submit,
+    # not failed later by Ray ("only supported at the job level").
+    from fray import EnvironmentConfig
+    from fray.types import create_environment
+
+    with RayClient(namespace="workspace", echo_logs=False) as client:
+        here = job("here", environment=create_environment())
+        assert client.submit(here).result(timeout=120) == "slept"
+        elsewhere = job("elsewhere", environment=EnvironmentConfig(workspace=str(tmp_path)))
+        with pytest.raises(InvalidRequestError) as caught:
+            client.submit(elsewhere)
+        assert caught.value.field == "JobRequest.environment.workspace"
+        assert "Run the driver from that directory" in str(caught.value)
+        assert client.list_jobs()[-1].name == "here"  # nothing was submitted

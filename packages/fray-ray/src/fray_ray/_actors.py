@@ -23,9 +23,10 @@ from typing import Any, NoReturn
 from fray import JobStatus
 from fray.backend import ActorMember, BaseActorGroup
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
-from fray_ray._placement import Ask, cluster_says
+from fray_ray._convert import Ask
+from fray_ray._placement import cluster_says
 from fray_ray._registry import RegistryLink
-from fray_tpu.ray.errors import user_cause
+from fray_ray.errors import user_cause
 
 __all__ = [
     "RayActorFuture",
@@ -35,6 +36,7 @@ __all__ = [
     "RayMember",
     "kill_actors",
     "placed_key",
+    "start_members",
 ]
 
 logger = logging.getLogger("fray.ray")
@@ -301,6 +303,37 @@ class RayMember(ActorMember):
         super().__init__(index, handle.name, handle)
         self.ready_ref = ready_ref
         self.lifetime_ref: Any = None
+
+
+def start_members(
+    host: Any, name: str, namespace: str, count: int, options: dict[str, Any], args: tuple[Any, ...]
+) -> list[RayMember]:
+    """Creates actors ``{name}-0`` ... ``{name}-{count-1}`` of the Ray actor class ``host``
+    (``fray_ray._host``'s host around the user's class) with ``options``; each gets its
+    name, namespace and index, then ``args``, and is asked whether it is ready. If one
+    cannot be created, those created are killed.
+
+    Raises:
+        ActorError: An actor of one of the names already exists in ``namespace``.
+    """
+    members: list[RayMember] = []
+    try:
+        for index in range(count):
+            actor_name = f"{name}-{index}"
+            try:
+                actor = host.options(name=actor_name, **options).remote(
+                    actor_name, namespace, index, *args
+                )
+            except ValueError as exc:
+                raise ActorError(
+                    f"an actor named {actor_name!r} already exists in namespace {namespace!r}"
+                ) from exc
+            handle = RayActorHandle(actor_name, namespace, actor)
+            members.append(RayMember(index, handle, actor.fray_ready.remote()))
+    except BaseException:
+        kill_actors([m.handle for m in members])
+        raise
+    return members
 
 
 def _rebuilt_group(

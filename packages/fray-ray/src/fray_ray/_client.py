@@ -8,33 +8,45 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections.abc import Collection
 from typing import Any
 
 from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
-from fray.backend import ClientSpec, JobRecord, Outcome
+from fray.backend import ClientSpec, JobRecord
 from fray.errors import (
-    ActorError,
     BackendUnavailableError,
     FrayError,
     InvalidRequestError,
     JobNotFoundError,
 )
-from fray_ray._actors import RayActorGroup, RayActorHandle, RayMember, kill_actors
-from fray_ray._convert import HEAD_NODE_RESOURCE, RAY, actor_options, command_options, task_options
+from fray_ray._actors import RayActorGroup, start_members
+from fray_ray._convert import (
+    DISK_RESOURCE,
+    HEAD_NODE_RESOURCE,
+    RAY,
+    Ask,
+    actor_options,
+    command_options,
+    task_options,
+)
 from fray_ray._convert import runtime_env as make_runtime_env
 from fray_ray._host import LIFETIME_GROUP, host_class
-from fray_ray._jobs import CallableJob, CommandJob, FoundJob, api_job_info
-from fray_ray._placement import Ask, cluster_view
+from fray_ray._jobs import CommandJob, FoundJob, Poller, api_job_info
+from fray_ray._kind import KindClient, RayJobHandle
+from fray_ray._placement import cluster_view
 from fray_ray._registry import RegistryLink, driver_registry, forget_registries
+from fray_ray._session import RaySession
+from fray_ray._tasks import CallableJob, TaskShape, Watcher, await_ends
 from fray_ray._worker import runner
-from fray_tpu.ray.gang import JobDataClient, TpuJobHandle, prepare_gang
 
 __all__ = ["RayClient", "RayJobHandle", "job_client"]
 
 logger = logging.getLogger("fray.ray")
 
 DEFAULT_NAMESPACE = "fray"
-_POLL_S = 0.1  # between looks at command jobs and jobs found by id
+_ONE_JOB_SLICE_S = 1.0  # a waiter's longest single ray.wait: terminate and Ctrl-C are noticed
+_MANY_JOBS_SLICE_S = 0.1  # the same for wait_all (it fails fast on the first failure)
 
 _job_clients: dict[tuple[str, str], RayClient] = {}
 _job_clients_lock = threading.Lock()
@@ -55,98 +67,25 @@ def job_client(namespace: str, registry: str) -> RayClient:
     return client
 
 
-class RayJobHandle(TpuJobHandle):
-    """A handle to a Ray job (``fray.JobHandle``); a TPU gang's failure raises
-    :class:`fray_tpu.TpuJobFailedError` (a ``JobFailedError``) with its counts and reason, and
-    its ``placement()`` and ``host_results()`` say where it ran and what each host returned."""
+def _gangs() -> Any:
+    """fray-tpu's gang jobs on Ray (``fray_tpu.ray.gang``), imported on the first TPU request.
 
-    __slots__ = ()
-
-
-class _Owner:
-    """The thread that starts (or joins) Ray and lives until the client stops it: Ray ties
-    the processes it starts to the thread that started them, so a short-lived thread that
-    first asked for a client must not be the one."""
-
-    def __init__(self, init: Any) -> None:
-        self._init = init
-        self._started = threading.Event()
-        self._stop = threading.Event()
-        self._shutdown_ray = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="fray-ray-owner", daemon=True)
-        self._thread.start()
-        self._started.wait()
-
-    def _run(self) -> None:
-        try:
-            self.result = self._init()
-        except BaseException as exc:
-            self.error = exc
-            return
-        finally:
-            self._started.set()
-        self._stop.wait()
-        if self._shutdown_ray:
-            import ray
-
-            ray.shutdown()
-
-    def stop(self, *, shutdown_ray: bool, timeout: float = 30.0) -> None:
-        """Ends the thread (after ``ray.shutdown()`` where asked); waits up to ``timeout``."""
-        self._shutdown_ray = shutdown_ray
-        self._stop.set()
-        self._thread.join(timeout)
+    Raises:
+        BackendUnavailableError: fray-tpu is not installed.
+    """
+    try:
+        import fray_tpu.ray.gang as gangs
+    except ImportError as err:
+        if err.name is not None and err.name.split(".")[0] == "fray_tpu":
+            raise BackendUnavailableError(
+                "TPU jobs on Ray need fray-tpu, which is not installed. Install it with: "
+                'pip install "fray-core[tpu]"'
+            ) from err
+        raise
+    return gangs
 
 
-class _Poller:
-    """One thread per client that asks about the jobs learnt by asking (command jobs and
-    jobs found by id), started with the first and gone with the last."""
-
-    def __init__(self, client: RayClient) -> None:
-        self._client = client
-        self._jobs: dict[str, JobRecord] = {}
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, job: JobRecord) -> None:
-        with self._cond:
-            self._jobs[job.job_id] = job
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="fray-ray-poll", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-
-    def close(self) -> None:
-        """Stops looking (the client is shut down)."""
-        with self._cond:
-            self._jobs.clear()
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    self._thread = None
-                    return
-                jobs = list(self._jobs.values())
-            for job in jobs:
-                try:
-                    again = job.data.poll(job)
-                except Exception as exc:
-                    logger.exception("looking at Ray job %s failed", job.job_id)
-                    if not isinstance(job.data, FoundJob):
-                        job.report(Outcome.failed(exc, f"internal error in RayClient: {exc!r}"))
-                    again = False
-                if not again:
-                    with self._cond:
-                        self._jobs.pop(job.job_id, None)
-            with self._cond:
-                self._cond.wait(_POLL_S)  # Ray's Jobs API and the registry only answer polls
-
-
-class RayClient(JobDataClient):
+class RayClient(KindClient):
     """Runs Fray jobs and actors on Ray.
 
     Args:
@@ -157,6 +96,11 @@ class RayClient(JobDataClient):
         namespace: Where this client's actors and job registry live (``"fray"``).
         echo_logs: Also print job output in the workers (Ray forwards it to the driver).
 
+    A callable job's end is learnt by whoever waits for it, in the waiting thread (one bulk
+    ``ray.wait`` for all the jobs waited on), or, for an attempt still running a second
+    after it started, by callbacks on the client's event thread: done-callbacks and the
+    next attempt run in the thread that noticed the end.
+
     ``shutdown()`` returns within about 40 seconds whatever the jobs do: each job gets 10 s
     (a command job 30 s) to stop before it is recorded STOPPED anyway, actors 10 s to be
     killed, and a Ray this client started a few seconds to stop. Calls and futures of its
@@ -165,7 +109,6 @@ class RayClient(JobDataClient):
 
     scheme = "ray"
     capabilities = RAY
-    handle_type = RayJobHandle
     ignores = ("setup_scripts", "sync_packages")
 
     def __init__(
@@ -184,57 +127,22 @@ class RayClient(JobDataClient):
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.echo_logs = echo_logs
         self.mirrors = _registry is not None  # inside a job: its jobs are recorded for the driver
-        self._owner: _Owner | None = None
-        self._owns_ray = False  # it started the local Ray it is connected to
-        self._dashboard: str | None = None
-        self._jobs_api: Any = None
+        self.session = RaySession(address, echo_logs=echo_logs, connect=_registry is None)
         self._view: Any = None  # the nodes as last read (see _check_placeable)
         self._groups: list[RayActorGroup] = []
-        self.poller = _Poller(self)
+        self.poller = Poller()
+        self.watcher = Watcher()
         if _registry is not None:
             self.registry = RegistryLink(_registry, quiet=True)
         else:
-            if not ray.is_initialized():
-                self._connect(address)
-            elif address is not None:
-                raise InvalidRequestError.for_field(
-                    "address",
-                    address,
-                    "this process is already connected to Ray; pass no address to use that "
-                    "connection (or ray.shutdown() first)",
-                )
             self.registry = RegistryLink(*driver_registry())
-        self._execute = ray.remote(max_retries=0)(runner(job_client))
-        self._remotes: dict[str, Any] = {}  # see _remote_with
+        one, many = runner(job_client)
+        self._replica = ray.remote(max_retries=0)(one)
+        self._replicas = ray.remote(max_retries=0)(many)
+        self._last_remote: tuple[dict[str, Any], bool, Any] | None = None  # see _remote_for
+        self._disk_advertised: bool | None = None  # see _reserves_disk
+        self._noted: set[str] = set()  # the notes this client has logged
         self._hosts: dict[type[Any], Any] = {}
-
-    def _connect(self, address: str | None) -> None:
-        """Connects this process to Ray (starting a local one without an address) from a
-        thread that outlives the caller's."""
-        import ray
-
-        address = address or os.environ.get("RAY_ADDRESS") or None
-
-        def init() -> Any:
-            if address is None:
-                return ray.init(
-                    address="local",
-                    include_dashboard=True,
-                    resources={HEAD_NODE_RESOURCE: 1},
-                    log_to_driver=self.echo_logs,
-                )
-            return ray.init(address=address, log_to_driver=self.echo_logs)
-
-        owner = _Owner(init)
-        if owner.error is not None:  # Ray raises bare Exceptions for start-up timeouts
-            where = f"at {address}" if address else "(starting a local Ray)"
-            error = owner.error
-            raise BackendUnavailableError(
-                f"cannot connect to Ray {where}: {type(error).__name__}: {error}"
-            ) from error
-        self._owner = owner
-        self._owns_ray = address is None
-        self._dashboard = getattr(owner.result, "dashboard_url", None) or None
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> RayClient:
@@ -250,49 +158,76 @@ class RayClient(JobDataClient):
 
     def _prepare(self, request: JobRequest) -> Any:
         """Works out once what every attempt of the request needs (and refuses what this
-        cluster cannot run)."""
+        cluster cannot run): the job's kind."""
+        if isinstance(request.resources.device, TpuConfig):
+            self._check_placeable(Ask({f"TPU-{request.resources.device.variant}-head": 1.0}))
+            return _gangs().prepare_gang(request, self)
+        if not request.entrypoint.is_callable:
+            return self._command_job(request)
+        return CallableJob(self, self._task_shape(request))
+
+    def _task_shape(self, request: JobRequest) -> TaskShape:
         import cloudpickle
 
-        if isinstance(request.resources.device, TpuConfig):
-            ask = Ask({f"TPU-{request.resources.device.variant}-head": 1.0})
-            self._check_placeable(ask)
-            return prepare_gang(request, self)
-        self._check_head_node(request.resources, "JobRequest.resources.preemptible")
-        entry = request.entrypoint
-        if not entry.is_callable:
-            kwargs = command_options(request)
-            env_vars = dict(request.env_vars)
-            env_vars.setdefault("FRAY_CLIENT_SPEC", f"ray?namespace={self.namespace}")
-            kwargs["runtime_env"] = make_runtime_env(request.environment, env_vars)
-            self._check_placeable(Ask.of(kwargs))
-            self.jobs_api()
-            return CommandJob(self, kwargs, Ask.of(kwargs))
-        options, env = task_options(request)
+        resources, environment = request.resources, request.environment
+        self._check_head_node(resources, "JobRequest.resources.preemptible")
+        own = environment is not None and self._own_workspace(environment.workspace)
+        disk = self._reserves_disk(resources)
+        options, env = task_options(request, disk=disk, own_workspace=own)
         if "pip" in options.get("runtime_env", {}):
             self._check_pip_applies()
         ask = Ask.of(options)
         self._check_placeable(ask)
+        entry = request.entrypoint
         try:
-            payload = cloudpickle.dumps((entry.callable, entry.args, entry.kwargs))
+            call = cloudpickle.dumps((entry.callable, tuple(entry.args), dict(entry.kwargs)))
         except Exception as exc:
             raise InvalidRequestError.for_field(
                 "JobRequest.entrypoint",
                 entry.describe(),
                 f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
             ) from exc
-        return CallableJob(self, self._remote_with(options), payload, env, ask)
+        many = request.replica_count > 1
+        return TaskShape(self._remote_for(options, many), call, env, ask)
 
-    def _remote_with(self, options: dict[str, Any]) -> Any:
-        """The job wrapper's remote function with ``options``: Ray's ``options()`` checks
-        them and builds a class on each call (about 45 us a submit), so up to 64 are kept,
-        by their repr (options are plain data: numbers, strings, lists and dicts)."""
-        key = repr(options)
-        remote = self._remotes.get(key)
-        if remote is None:
-            if len(self._remotes) >= 64:
-                self._remotes.clear()
-            remote = self._remotes[key] = self._execute.options(**options)
+    def _remote_for(self, options: dict[str, Any], many: bool) -> Any:
+        """The job wrapper's remote function (for several replicas: the one that takes an
+        index) with ``options``. Ray's ``options()`` checks them and builds a class on every
+        call (45-70 us, a fifth of a trivial job's driver CPU in the row "ray: 200 trivial
+        jobs, submitted together"): the last one made is used again while a driver submits
+        requests of the same shape (a batch)."""
+        last = self._last_remote
+        if last is not None and last[0] == options and last[1] == many:
+            return last[2]
+        remote = (self._replicas if many else self._replica).options(**options)
+        self._last_remote = (options, many, remote)
         return remote
+
+    def _command_job(self, request: JobRequest) -> CommandJob:
+        self._check_head_node(request.resources, "JobRequest.resources.preemptible")
+        kwargs = command_options(request, disk=self._reserves_disk(request.resources))
+        env_vars = dict(request.env_vars)
+        env_vars.setdefault("FRAY_CLIENT_SPEC", f"ray?namespace={self.namespace}")
+        kwargs["runtime_env"] = make_runtime_env(request.environment, env_vars)
+        ask = Ask.of(kwargs)
+        self._check_placeable(ask)
+        self.jobs_api()
+        return CommandJob(self, kwargs, ask)
+
+    def _await(self, jobs: Collection[JobRecord], timeout: float | None, wakeup: Any) -> bool:
+        """Waits for the jobs' tasks in this thread, in slices (1 s for one job, 0.1 s for
+        several: ``wait_all`` fails fast): one bulk ``ray.wait`` over every unreported task
+        of their current attempts, then settles those that ended. Jobs learnt otherwise
+        (commands, gangs, found jobs) wait as the engine does."""
+        records = list(jobs)
+        step = _ONE_JOB_SLICE_S if len(records) == 1 else _MANY_JOBS_SLICE_S
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = step if deadline is None else min(step, deadline - time.monotonic())
+            if not await_ends(records, max(left, 0.0)):
+                return super()._await(records, timeout, wakeup)
+            if wakeup.wait(0) or (deadline is not None and time.monotonic() >= deadline):
+                return wakeup.wait(0)
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
         if self.mirrors:  # the driver sees a job submitted from inside a job at once
@@ -317,7 +252,7 @@ class RayClient(JobDataClient):
         data = job.data
         if children is None:
             children = list(self.registry.call("children", job.job_id, default=[]) or [])
-        if isinstance(data, FoundJob):
+        if data.children:  # a job found by id: the children its record lists
             children = list(data.children) + [c for c in children if c not in data.children]
         own = [child.job_id for child in job.children]
         update: dict[str, Any] = {"children": tuple(own + [c for c in children if c not in own])}
@@ -331,8 +266,6 @@ class RayClient(JobDataClient):
             value = job.value if job.status is JobStatus.SUCCEEDED else None
             lines = [line for _ts, line in job.log.snapshot()]
             self.registry.call("finish", job.job_id, _fields(job), value, lines)
-        elif isinstance(job.data, CallableJob) and len(job.log):
-            self.registry.ref("ended", job.job_id)  # its streamed copy is no longer read
 
     def stop_children_of(self, job_id: str) -> None:
         """Stops the unfinished jobs this client submitted from job ``job_id`` (children do
@@ -374,10 +307,10 @@ class RayClient(JobDataClient):
         data: FoundJob | None = None
         if isinstance(job_id, str) and self.registry.call("get", job_id) is not None:
             data = FoundJob(self)
-        else:
-            for details in self._api_details():
-                if (details.metadata or {}).get("fray_job_id") == job_id:
-                    data = FoundJob(self, details.submission_id)
+        elif not self.mirrors:
+            submission_id = self.session.find_command_job(job_id)
+            if submission_id is not None:
+                data = FoundJob(self, submission_id)
         if data is None:
             return None
         job = JobRecord(self, job_id, None)
@@ -399,7 +332,7 @@ class RayClient(JobDataClient):
                 below.setdefault(record["parent"], []).append(record["job_id"])
         infos = {job.job_id: self._info(job, below.get(job.job_id, [])) for job in jobs}
         roots = tuple(f"{job.job_id}/" for job in jobs)
-        for details in self._api_details():
+        for details in [] if self.mirrors else self.session.command_jobs():
             info = api_job_info(details)
             infos.setdefault(info.job_id, info)
         for record in records:
@@ -408,37 +341,13 @@ class RayClient(JobDataClient):
                 infos[record["job_id"]] = JobInfo(**fields)
         return sorted(infos.values(), key=lambda info: info.submitted_at or 0.0)
 
-    def _api_details(self) -> list[Any]:
-        """Fray command jobs in the cluster's Jobs API (any driver's), if it is reachable."""
-        if self.mirrors:
-            return []
-        try:
-            jobs = self.jobs_api().list_jobs()
-        except Exception as exc:
-            logger.debug("Ray Jobs API not reachable: %s", exc)
-            return []
-        return [d for d in jobs if (d.metadata or {}).get("fray_job_id")]
-
     def jobs_api(self) -> Any:
         """Ray's ``JobSubmissionClient`` for this cluster (command jobs need the dashboard).
 
         Raises:
             BackendUnavailableError: The Jobs API is not reachable.
         """
-        if self._jobs_api is None:
-            import ray
-            from ray.job_submission import JobSubmissionClient
-
-            address = self._dashboard or ray.get_runtime_context().gcs_address
-            try:
-                self._jobs_api = JobSubmissionClient(address)
-            except Exception as exc:
-                raise BackendUnavailableError(
-                    "command jobs on Ray run through Ray's Jobs API, which needs the Ray "
-                    f"dashboard; it is not reachable ({type(exc).__name__}: {exc}). Start Ray "
-                    "with the dashboard, or run the command from a callable job"
-                ) from exc
-        return self._jobs_api
+        return self.session.jobs_api()
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -446,7 +355,7 @@ class RayClient(JobDataClient):
         """On a local Ray this client started (it cannot grow), refuses what no node of it
         could ever take. Elsewhere a cluster may grow, and Ray does not say whether it can:
         such a request waits, and its pending reason says what no node has."""
-        if not self._owns_ray:
+        if not self.session.owns_ray:
             return
         view = self._view
         if view is not None and view.fits_some_node(ask):
@@ -460,6 +369,54 @@ class RayClient(JobDataClient):
                 f"({view.shortfall(ask)}); ask for what a node has, or connect to a cluster "
                 "that has it",
             )
+
+    def _reserves_disk(self, resources: ResourceConfig | None) -> bool:
+        """Whether to reserve ``resources.disk``: a value other than the default, on a
+        cluster whose nodes advertise :data:`DISK_RESOURCE` (read once per client).
+        Elsewhere the first such request of the client logs a warning naming the value."""
+        import ray
+
+        noted = RAY.noted(resources)
+        if not noted or resources is None:
+            return False
+        if self._disk_advertised is None:
+            self._disk_advertised = DISK_RESOURCE in ray.cluster_resources()
+        if self._disk_advertised:
+            return True
+        for note in noted:
+            if note.field not in self._noted:
+                self._noted.add(note.field)
+                logger.warning(note.warning(resources, RAY.title))
+        return False
+
+    def _own_workspace(self, workspace: str | None) -> bool:
+        """Whether a callable job's ``workspace`` is the driver's own code: the directory
+        it runs from (``create_environment()``'s default) or the ``working_dir`` its Ray job
+        already ships. A remote package (a URI) is shipped per task; any other local
+        directory is refused here, at submit (Ray ships a local directory only for a whole
+        Ray job).
+
+        Raises:
+            InvalidRequestError: A local workspace that is neither.
+        """
+        import ray
+
+        if workspace is None or "://" in workspace:
+            return False
+        here = os.path.realpath(workspace)
+        if here == os.path.realpath(os.getcwd()):
+            return True
+        shipped = (ray.get_runtime_context().runtime_env or {}).get("working_dir")
+        if isinstance(shipped, str) and "://" not in shipped and os.path.realpath(shipped) == here:
+            return True
+        raise InvalidRequestError.for_field(
+            "JobRequest.environment.workspace",
+            workspace,
+            f"the directory the driver runs from ({os.getcwd()}), the working_dir of the "
+            "driver's own Ray job, or a remote package URI: Ray ships a local directory only "
+            "for a whole Ray job, not a task. Run the driver from that directory, start it "
+            "with ray.init(runtime_env={'working_dir': ...}), or submit a command job",
+        )
 
     def _check_head_node(self, resources: ResourceConfig, field: str) -> None:
         """Refuses ``preemptible=False`` on a cluster without a head-node resource."""
@@ -516,7 +473,7 @@ class RayClient(JobDataClient):
 
         del single
         config = actor_config or ActorConfig()
-        options = actor_options(resources)
+        options = actor_options(resources, disk=self._reserves_disk(resources))
         preemptible = resources is None or resources.preemptible
         if resources is not None:
             self._check_head_node(resources, "resources.preemptible")
@@ -534,32 +491,14 @@ class RayClient(JobDataClient):
         if host is None:  # Fray's own methods (fray_lifetime) run apart from the user's calls
             make: Any = ray.remote(concurrency_groups={LIFETIME_GROUP: 16})  # pyright: ignore[reportCallIssue]
             host = self._hosts[actor_class] = make(host_class(actor_class))
-        members: list[RayMember] = []
-        try:
-            for index in range(count):
-                actor_name = f"{name}-{index}"
-                try:
-                    actor = host.options(name=actor_name, **options).remote(
-                        job_client,
-                        actor_class,
-                        args,
-                        kwargs,
-                        actor_name,
-                        self.namespace,
-                        index,
-                        name,
-                        self.registry.name,
-                    )
-                except ValueError as exc:
-                    raise ActorError(
-                        f"an actor named {actor_name!r} already exists in namespace "
-                        f"{self.namespace!r}"
-                    ) from exc
-                handle = RayActorHandle(actor_name, self.namespace, actor)
-                members.append(RayMember(index, handle, actor.fray_ready.remote()))
-        except BaseException:
-            kill_actors([m.handle for m in members])
-            raise
+        members = start_members(
+            host,
+            name,
+            self.namespace,
+            count,
+            options,
+            (name, self.registry.name, job_client, actor_class, args, kwargs),
+        )
         group = RayActorGroup(
             name,
             self.namespace,
@@ -599,11 +538,8 @@ class RayClient(JobDataClient):
             except FrayError as exc:
                 logger.warning("shutting down actor group %s: %s", group.name, exc)
         self.poller.close()
-        owner = self._owner
-        if owner is not None:
-            if self._owns_ray:
-                forget_registries()
-            owner.stop(shutdown_ray=self._owns_ray)
+        self.watcher.close()
+        self.session.close(forget_registries)
 
 
 def _fields(job: JobRecord) -> dict[str, Any]:

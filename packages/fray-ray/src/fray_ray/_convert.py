@@ -3,25 +3,33 @@
 Everything in a :class:`~fray.ResourceConfig` either becomes a Ray option or is rejected with
 an :class:`~fray.errors.InvalidRequestError` by :data:`RAY`, Ray's capability table (checked
 before anything here runs); nothing is dropped on the way. Which Ray errors are preemptions
-is decided in one place for every Fray layer on Ray, :mod:`fray_tpu.ray.errors`.
+is decided in one place for every Fray layer on Ray, :mod:`fray_ray.errors`.
 """
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fray import EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
-from fray_tpu.ray.runtime_env import environment_runtime_env
 
 __all__ = [
     "HEAD_NODE_RESOURCE",
     "RAY",
     "REGION_LABEL",
     "ZONE_LABEL",
+    "Ask",
     "actor_options",
+    "amount",
     "command_options",
+    "environment_runtime_env",
+    "label_matches",
     "runtime_env",
     "task_options",
 ]
@@ -32,12 +40,18 @@ RAY = capabilities_of("ray")
 HEAD_NODE_RESOURCE = "head_node"
 """The custom resource that marks the head node; ``preemptible=False`` work asks for it."""
 
+DISK_RESOURCE = "disk"
+"""The custom resource (in bytes) that reserves ``ResourceConfig.disk`` where nodes have it."""
+
 REGION_LABEL = "ray.io/availability-region"
 ZONE_LABEL = "ray.io/availability-zone"
 ACCELERATOR_LABEL = "ray.io/accelerator-type"
 
 # A tiny share of the head-node resource: pins the work there without using it up.
 _HEAD_SHARE = 0.001
+
+_GIB = float(1 << 30)
+_OPTION_NAMES = {"num_cpus": "CPU", "memory": "memory", "num_gpus": "GPU"}
 
 # Fray's GPU names -> Ray's accelerator_type names (ray.util.accelerators constants).
 _RAY_GPU_NAMES = {
@@ -55,14 +69,73 @@ _RAY_GPU_NAMES = {
 }
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What one replica asks of a node, in Ray's terms: resources and label selectors."""
+
+    resources: Mapping[str, float]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> Ask:
+        """From task options (``num_cpus``, ``memory``, ``num_gpus``, ``accelerator_type``,
+        ``resources``, ``label_selector``) or Jobs API ones (``entrypoint_`` prefixed)."""
+        resources: dict[str, float] = {}
+        for key, value in options.items():
+            name = key.removeprefix("entrypoint_")
+            if name in _OPTION_NAMES and value:
+                resources[_OPTION_NAMES[name]] = float(value)
+        accelerator = options.get("accelerator_type")
+        if accelerator:
+            resources[f"accelerator_type:{accelerator}"] = 0.001
+        custom = options.get("resources") or options.get("entrypoint_resources") or {}
+        resources.update({k: float(v) for k, v in custom.items()})
+        return cls(resources, dict(options.get("label_selector") or {}))
+
+    def describe(self) -> str:
+        """``CPU=64, memory=1 GiB, GPU=1, accelerator_type:A100`` (and the labels)."""
+        parts = [amount(name, value) for name, value in self.resources.items()]
+        parts += [f"label {key}={value}" for key, value in self.labels.items()]
+        return ", ".join(parts) or "nothing"
+
+    def fits(self, totals: Mapping[str, float], labels: Mapping[str, str]) -> bool:
+        """Whether a node with these resources (totals or free) and labels could take it."""
+        return all(totals.get(k, 0.0) >= v - 1e-9 for k, v in self.resources.items()) and all(
+            label_matches(labels.get(key), selector) for key, selector in self.labels.items()
+        )
+
+
+def amount(name: str, value: float) -> str:
+    """One resource amount as a pending reason says it (``memory=1 GiB``, ``CPU=4``)."""
+    if name.startswith("accelerator_type:"):
+        return name
+    if name == "memory":
+        return f"memory={value / _GIB:.3g} GiB"
+    return f"{name}={value:g}"
+
+
+def label_matches(value: str | None, selector: str) -> bool:
+    """Ray's label selector syntax: ``v``, ``!v``, ``in(a,b)``, ``!in(a,b)``."""
+    negate = selector.startswith("!")
+    selector = selector.removeprefix("!")
+    if selector.startswith("in(") and selector.endswith(")"):
+        hit = value in {v.strip() for v in selector[3:-1].split(",")}
+    else:
+        hit = value == selector
+    return hit != negate
+
+
 def _ray_gpu_name(variant: str) -> str:
     return _RAY_GPU_NAMES.get(variant, variant)
 
 
-def _scheduling(resources: ResourceConfig, field: str) -> dict[str, Any]:
-    """Options shared by tasks, actors: GPUs, custom resources, placement labels."""
+def _scheduling(resources: ResourceConfig, field: str, disk: bool = False) -> dict[str, Any]:
+    """Options shared by tasks, actors: GPUs, custom resources (``disk``: reserve the
+    disk, as :data:`DISK_RESOURCE`), placement labels."""
     options: dict[str, Any] = {}
     custom: dict[str, float] = {}
+    if disk:
+        custom[DISK_RESOURCE] = float(resources.disk_bytes)
     labels: dict[str, str] = {}
     device = resources.device
     if isinstance(device, GpuConfig):
@@ -90,9 +163,12 @@ def _scheduling(resources: ResourceConfig, field: str) -> dict[str, Any]:
     return options
 
 
-def task_options(request: JobRequest) -> tuple[dict[str, Any], dict[str, str]]:
+def task_options(
+    request: JobRequest, *, disk: bool = False, own_workspace: bool = False
+) -> tuple[dict[str, Any], dict[str, str]]:
     """``remote_function.options(...)`` for one replica of a callable job, and the env vars
-    the job wrapper sets itself.
+    the job wrapper sets itself. ``disk``: reserve the disk; ``own_workspace``: the
+    workspace is the driver's own code (no task-level ``working_dir``).
 
     The user's env vars go into Ray's runtime_env (the worker process starts with them).
     When there are none, the device defaults (e.g. ``JAX_PLATFORMS``) are set by the
@@ -100,21 +176,24 @@ def task_options(request: JobRequest) -> tuple[dict[str, Any], dict[str, str]]:
     worker pool and about half a millisecond per call.
     """
     resources = request.resources
-    options = _scheduling(resources, "JobRequest.resources")
+    options = _scheduling(resources, "JobRequest.resources", disk)
     options["num_cpus"] = resources.cpu
     if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
         options["memory"] = resources.ram_bytes
     user_env = request.environment.env_vars if request.environment is not None else {}
     env = runtime_env(request.environment, request.env_vars if user_env else {})
+    if own_workspace:
+        env.pop("working_dir", None)
     if env:
         options["runtime_env"] = env
     return options, ({} if user_env else dict(request.env_vars))
 
 
-def command_options(request: JobRequest) -> dict[str, Any]:
-    """``JobSubmissionClient.submit_job`` keyword arguments (except the entrypoint)."""
+def command_options(request: JobRequest, *, disk: bool = False) -> dict[str, Any]:
+    """``JobSubmissionClient.submit_job`` keyword arguments (except the entrypoint);
+    ``disk``: reserve the disk."""
     resources = request.resources
-    scheduling = _scheduling(resources, "JobRequest.resources")  # no labels: RAY refuses them
+    scheduling = _scheduling(resources, "JobRequest.resources", disk)  # no labels: RAY refuses
     options: dict[str, Any] = {"entrypoint_num_cpus": resources.cpu}
     options["entrypoint_memory"] = resources.ram_bytes
     if "num_gpus" in scheduling:
@@ -128,16 +207,33 @@ def command_options(request: JobRequest) -> dict[str, Any]:
     return options
 
 
-def actor_options(resources: ResourceConfig | None) -> dict[str, Any]:
-    """``ActorClass.options(...)`` for an actor. ``None`` reserves nothing (Ray's default for
-    a running actor is zero CPUs)."""
+def actor_options(resources: ResourceConfig | None, *, disk: bool = False) -> dict[str, Any]:
+    """``ActorClass.options(...)`` for an actor (``disk``: reserve its disk). ``None``
+    reserves nothing (Ray's default for a running actor is zero CPUs)."""
     if resources is None:
         return {"num_cpus": 0}
-    options = _scheduling(resources, "resources")
+    options = _scheduling(resources, "resources", disk)
     options["num_cpus"] = resources.cpu
     if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
         options["memory"] = resources.ram_bytes
     return options
+
+
+def environment_runtime_env(environment: EnvironmentConfig | None) -> dict[str, Any]:
+    """``pip_packages``, ``workspace`` and ``docker_image`` as Ray's ``pip``,
+    ``working_dir`` and ``image_uri``: one mapping for every Fray job on Ray (tasks, command
+    jobs and fray-tpu's gangs; env vars are each caller's, set its own way). What Ray cannot
+    honour (``extras``) is refused before this, by :data:`RAY`."""
+    env: dict[str, Any] = {}
+    if environment is None:
+        return env
+    if environment.pip_packages:
+        env["pip"] = list(environment.pip_packages)
+    if environment.workspace is not None:
+        env["working_dir"] = environment.workspace
+    if environment.docker_image is not None:
+        env["image_uri"] = environment.docker_image
+    return env
 
 
 def runtime_env(environment: EnvironmentConfig | None, env_vars: dict[str, str]) -> dict[str, Any]:

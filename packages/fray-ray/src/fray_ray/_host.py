@@ -41,15 +41,15 @@ class ActorHost:
 
     def __init__(
         self,
-        client_for: ClientFor,
-        cls: type[Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
         name: str,
         namespace: str,
         index: int,
         group: str,
         registry: str,
+        client_for: ClientFor,
+        cls: type[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> None:
         # Placed: the group's pending reasons stop saying it waits for a node.
         RegistryLink(registry, quiet=True).ref("placed", placed_key(namespace, name), 0)

@@ -19,70 +19,12 @@ waits, and its pending reason says what no node has.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from fray_ray._adapter import free_per_node
+from fray_ray._convert import Ask, amount, label_matches
 
-__all__ = ["Ask", "ClusterView", "cluster_says", "cluster_view"]
-
-_GIB = float(1 << 30)
-_OPTION_NAMES = {"num_cpus": "CPU", "memory": "memory", "num_gpus": "GPU"}
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What one replica asks of a node, in Ray's terms: resources and label selectors."""
-
-    resources: Mapping[str, float]
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any]) -> Ask:
-        """From task options (``num_cpus``, ``memory``, ``num_gpus``, ``accelerator_type``,
-        ``resources``, ``label_selector``) or Jobs API ones (``entrypoint_`` prefixed)."""
-        resources: dict[str, float] = {}
-        for key, value in options.items():
-            name = key.removeprefix("entrypoint_")
-            if name in _OPTION_NAMES and value:
-                resources[_OPTION_NAMES[name]] = float(value)
-        accelerator = options.get("accelerator_type")
-        if accelerator:
-            resources[f"accelerator_type:{accelerator}"] = 0.001
-        custom = options.get("resources") or options.get("entrypoint_resources") or {}
-        resources.update({k: float(v) for k, v in custom.items()})
-        return cls(resources, dict(options.get("label_selector") or {}))
-
-    def describe(self) -> str:
-        """``CPU=64, memory=1 GiB, GPU=1, accelerator_type:A100`` (and the labels)."""
-        parts = [_amount(name, value) for name, value in self.resources.items()]
-        parts += [f"label {key}={value}" for key, value in self.labels.items()]
-        return ", ".join(parts) or "nothing"
-
-    def fits(self, totals: Mapping[str, float], labels: Mapping[str, str]) -> bool:
-        """Whether a node with these resources (totals or free) and labels could take it."""
-        return all(totals.get(k, 0.0) >= v - 1e-9 for k, v in self.resources.items()) and all(
-            _label_matches(labels.get(key), selector) for key, selector in self.labels.items()
-        )
-
-
-def _amount(name: str, value: float) -> str:
-    if name.startswith("accelerator_type:"):
-        return name
-    if name == "memory":
-        return f"memory={value / _GIB:.3g} GiB"
-    return f"{name}={value:g}"
-
-
-def _label_matches(value: str | None, selector: str) -> bool:
-    """Ray's label selector syntax: ``v``, ``!v``, ``in(a,b)``, ``!in(a,b)``."""
-    negate = selector.startswith("!")
-    selector = selector.removeprefix("!")
-    if selector.startswith("in(") and selector.endswith(")"):
-        hit = value in {v.strip() for v in selector[3:-1].split(",")}
-    else:
-        hit = value == selector
-    return hit != negate
+__all__ = ["ClusterView", "cluster_says", "cluster_view"]
 
 
 @dataclass(frozen=True)
@@ -110,18 +52,18 @@ class ClusterView:
         alive = [node for node in self.nodes if node.alive]
         missing = [k for k in ask.resources if not any(k in n.totals for n in alive)]
         if missing:
-            return f"no node offers {', '.join(_amount(k, 1).split('=')[0] for k in missing)}"
+            return f"no node offers {', '.join(amount(k, 1).split('=')[0] for k in missing)}"
         unmatched = [
             f"{k}={v}"
             for k, v in ask.labels.items()
-            if not any(_label_matches(n.labels.get(k), v) for n in alive)
+            if not any(label_matches(n.labels.get(k), v) for n in alive)
         ]
         if unmatched:
             return f"no node has the label {', '.join(unmatched)}"
         most = {k: max(n.totals.get(k, 0.0) for n in alive) for k in ask.resources}
         return (
             f"no single node has all of it (the most any of its {len(alive)} node(s) has: "
-            f"{', '.join(_amount(k, v) for k, v in most.items())})"
+            f"{', '.join(amount(k, v) for k, v in most.items())})"
         )
 
 
@@ -157,13 +99,13 @@ def cluster_says(ask: Ask) -> str | None:
         total = {k: float(v) for k, v in ray.available_resources().items()}
         if ask.fits(total, {}):
             return None
-        sums = ", ".join(_amount(k, total.get(k, 0.0)) for k in ask.resources)
+        sums = ", ".join(amount(k, total.get(k, 0.0)) for k in ask.resources)
         return f"the {len(able)} node(s) that could take it are busy (free in the cluster: {sums})"
     busy = [n for n in able if not ask.fits(free.get(n.node_id, {}), n.labels)]
     if len(busy) < len(able):
         return None
     shown = "; ".join(
-        ", ".join(_amount(k, free.get(n.node_id, {}).get(k, 0.0)) for k in ask.resources)
+        ", ".join(amount(k, free.get(n.node_id, {}).get(k, 0.0)) for k in ask.resources)
         for n in busy[:3]
     )
     more = f" and {len(busy) - 3} more" if len(busy) > 3 else ""

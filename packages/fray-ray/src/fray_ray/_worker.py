@@ -1,12 +1,19 @@
 """What runs inside a Ray worker for a callable job: the wrapper around the user's function.
 
-The wrapper binds the job's identity (Fray's own code reads it from a context variable;
-``FRAY_JOB_ID``, ``FRAY_TASK_INDEX`` and ``FRAY_NUM_TASKS`` are also set in ``os.environ``
-for the job's duration, with the device defaults, and restored after), binds a client so
-that jobs submitted from here become the job's children, captures its output (returned with
-the outcome, so the last line is never lost, and streamed to the registry every half second
-while it runs) and returns an :class:`~fray.backend.Outcome`, so a user failure can never be
-mistaken for a Ray failure.
+The task is shaped like the user's own: one bytes argument (the job's identity and the
+pickled call, built once per job), a replica index only where the job has several, and the
+user's value returned as it is. The wrapper binds the job's identity (Fray's own code reads
+it from a context variable; ``FRAY_JOB_ID``, ``FRAY_TASK_INDEX`` and ``FRAY_NUM_TASKS`` are
+also set in ``os.environ`` for the job's duration, with the device defaults, and restored
+after), binds a client so that jobs submitted from here become the job's children, and
+captures its output (streamed to the registry every half second while it runs; the whole of
+it comes back with the end, so the last line is never lost).
+
+A user's exception is left to Ray (the driver gets ``RayTaskError`` with it as ``cause``),
+with its traceback printed into the job's output first. ``SystemExit`` (and any other
+``BaseException`` that is not an ``Exception``) becomes :class:`JobExit`: Ray would end the
+worker and report ``WorkerCrashedError``, which reads as a preemption. Output lines travel
+only when there are any: a value as :class:`Printed`, a failure on the exception.
 """
 
 # pyright: standard
@@ -15,17 +22,18 @@ mistaken for a Ray failure.
 from __future__ import annotations
 
 import os
-import sys
+import pickle
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
-from fray.backend import Outcome, binding, capture_into
+from fray.backend import binding, capture_into
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 from fray_ray._registry import RegistryLink
 
-__all__ = ["ClientFor", "runner"]
+__all__ = ["ClientFor", "JobExit", "Printed", "printed_lines", "runner"]
 
 # The client the wrapper binds inside a job: one per worker process and (namespace, registry
 # name), handed in by the client (``fray_ray._client.job_client``), so that this module needs
@@ -98,20 +106,61 @@ def _flush_loop() -> None:
                 link.ref("append_logs", output.job_id, lines)
 
 
-def runner(client_for: ClientFor) -> Callable[[bytes, tuple[Any, ...]], tuple[Outcome, list[str]]]:
-    """The task function of a callable job's replica (made a Ray remote function once per
-    session by the client).
+_LINES_ATTRIBUTE = "_fray_lines"  # where a failure's output lines travel
 
-    It runs one replica and returns its outcome and output lines. Its arguments are the
-    pickled ``(fn, args, kwargs)`` and ``(job_id, index, count, namespace, registry, echo,
-    env, placed_key)``: bytes and plain values, which Ray serialises several times faster
-    than a function and a dataclass.
-    """
 
-    def execute(payload: bytes, context: tuple[Any, ...]) -> tuple[Outcome, list[str]]:
+class JobExit(Exception):
+    """The user's code called ``sys.exit`` (or raised another ``BaseException`` that is not
+    an ``Exception``): the replica failed with ``code``, its exit code."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(code, text)
+        self.code = code
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Printed:
+    """A replica's return value with the lines it printed (only a replica that printed
+    returns one; the others return their value as it is)."""
+
+    __slots__ = ("lines", "value")
+
+    def __init__(self, value: Any, lines: list[str]) -> None:
+        self.value = value
+        self.lines = lines
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Printed, (self.value, self.lines))
+
+
+def printed_lines(error: BaseException) -> list[str]:
+    """The output lines a failed replica sent back on its exception (and takes them off)."""
+    return error.__dict__.pop(_LINES_ATTRIBUTE, None) or []
+
+
+def _exit_code(exc: BaseException) -> int:
+    """What a ``BaseException`` that is not an ``Exception`` means as an exit code (as a
+    process would exit: ``sys.exit(0)`` still ends the job as failed, with code 1)."""
+    code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
+    return code or 1
+
+
+def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[bytes, int], Any]]:
+    """The task functions of a callable job's replica (each made a Ray remote function once
+    per client): for a job of one replica, and for one of several (which also takes the
+    replica's index). The payload is a pickled ``(job_id, count, namespace, registry, echo,
+    env, placed_key, call)`` where ``call`` is the cloudpickled ``(fn, args, kwargs)``."""
+
+    def one(payload: bytes) -> Any:
+        return execute(payload, 0)
+
+    def execute(payload: bytes, index: int) -> Any:
         import cloudpickle
 
-        job_id, index, count, namespace, registry, echo, env, placed_key = context
+        job_id, count, namespace, registry, echo, env, placed_key, call = pickle.loads(payload)
         if placed_key is not None:  # a scheduling_timeout: say this replica started
             RegistryLink(registry, quiet=True).ref("placed", placed_key, index)
         client = client_for(namespace, registry)
@@ -120,23 +169,30 @@ def runner(client_for: ClientFor) -> Callable[[bytes, tuple[Any, ...]], tuple[Ou
         saved = {key: os.environ.get(key) for key in variables}
         os.environ.update(variables)
         output = _Output(job_id, registry)
+        failure: BaseException | None = None
+        value: Any = None
         try:
             with binding(client, job=(job_id, index)), capture_into(output, echo):
-                outcome = Outcome.of_call(lambda: _call(cloudpickle.loads(payload)))
-                if outcome.trace:
-                    print(outcome.trace, end="", file=sys.stderr)  # into the job's output
+                try:
+                    fn, args, kwargs = cloudpickle.loads(call)
+                    value = fn(*args, **kwargs)
+                except BaseException as exc:
+                    traceback.print_exc()  # into the job's output
+                    failure = exc
             client.stop_children_of(job_id)  # children do not outlive their parent
         finally:
-            for key, value in saved.items():
-                if value is None:
+            for key, old in saved.items():
+                if old is None:
                     os.environ.pop(key, None)
                 else:
-                    os.environ[key] = value
-        return outcome, output.close()
+                    os.environ[key] = old
+        lines = output.close()
+        if failure is None:
+            return Printed(value, lines) if lines else value
+        if not isinstance(failure, Exception):
+            failure = JobExit(_exit_code(failure), f"{type(failure).__name__}: {failure}")
+        if lines:
+            failure.__dict__[_LINES_ATTRIBUTE] = lines
+        raise failure
 
-    return execute
-
-
-def _call(loaded: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]) -> Any:
-    fn, args, kwargs = loaded
-    return fn(*args, **kwargs)
+    return one, execute

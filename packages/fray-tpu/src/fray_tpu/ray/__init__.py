@@ -2,8 +2,10 @@
 
 ``run_on_pod(fn, "v5p-64", num_slices=2)`` runs ``fn`` on every VM of two v5p-64 slices and
 returns the per-host results; ``launch_on_pod`` and ``submit_tpu_job`` return a
-``fray.JobHandle`` at once. ``RayClient.submit`` runs TPU requests on the same hooks
-(:mod:`fray_tpu.ray.gang`); how Ray's exceptions read is :mod:`fray_tpu.ray.errors`. The
+``fray.JobHandle`` at once. ``RayClient.submit`` runs TPU requests as the same kind of job
+(:mod:`fray_tpu.ray.gang`, built on fray-ray); how Ray's exceptions read is
+:mod:`fray_ray.errors`. ``TpuJobHandle`` is fray-ray's job handle (its gang methods ask the
+job's kind). The
 entry points are imported on first use: processes that only run a gang's parts (its host and
 hub actors) skip loading them.
 """
@@ -11,8 +13,8 @@ hub actors) skip loading them.
 import importlib
 import typing
 
+from fray_ray import RayJobHandle as TpuJobHandle
 from fray_tpu._errors import TpuJobFailedError, TpuSchedulingError
-from fray_tpu._jobs import TpuJobHandle
 
 if typing.TYPE_CHECKING:
     from fray_tpu.ray._launch import (

@@ -1,6 +1,7 @@
 # pyright: standard
-"""One attempt of a TPU gang, driven from the driver by Ray's callbacks (on the client's event
-thread): claim the slices, start one host actor per VM, run the payload on every host, and
+"""One attempt of a TPU gang, driven from the driver by Ray's callbacks (every method of
+:class:`Attempt` runs on the client's event thread unless its docstring says otherwise):
+claim the slices, start one host actor per VM, run the payload on every host, and
 tear the gang down at its end.
 
 Claiming: one placement group per slice, ``[{TPU-<type>-head: 1}]``: each slice has one such
@@ -24,6 +25,7 @@ the attempt as a preemption too (the driver asks the hub every second).
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import secrets
 import threading
@@ -42,15 +44,15 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fray.backend import JobRecord, Outcome
 from fray.topology import TpuTopology, canonical_tpu_name
+from fray_ray.errors import read_ray_error
 from fray_tpu._errors import CommandFailedError, ExitCalledError
 from fray_tpu._multislice import multislice_env
 from fray_tpu.ray._host import TpuHost
-from fray_tpu.ray.errors import read_ray_error
 
 if TYPE_CHECKING:
     from fray_tpu.ray.gang import GangJob
 
-__all__ = ["Attempt", "describe_slices"]
+__all__ = ["Attempt", "AttemptState", "LostNodes", "describe_slices"]
 
 logger = logging.getLogger("fray_tpu.ray")
 
@@ -61,8 +63,38 @@ _RECHECK_S = 1.0  # between looks at a held slice, and at the hub while an attem
 _HEALTH_WAIT_S = 10.0  # how long a failed host may take to say whether its VM is preempted
 _LOST_S = 60.0  # how long a node whose host was lost with it is not taken again
 
-# Node id -> when a gang of this process lost a host with it (node ids are never reused).
-_lost_nodes: dict[str, float] = {}
+
+class AttemptState(enum.Enum):
+    """Where a gang attempt is: claiming its slices, running its hosts, or over."""
+
+    CLAIMING = "claiming"
+    RUNNING = "running"
+    ENDED = "ended"
+
+
+class LostNodes:
+    """The nodes a gang of this client lost a host with (unreachable, died or drained),
+    each not taken again for :data:`_LOST_S` (node ids are never reused); one per client
+    (``KindClient.kind_state``), shared by its gangs. Used on the event thread only."""
+
+    def __init__(self, ttl: float = _LOST_S) -> None:
+        self._ttl = ttl
+        self._when: dict[str, float] = {}  # node id -> when its host was lost
+
+    def add(self, node_id: str) -> None:
+        """A host on ``node_id`` was lost with its node."""
+        now = time.monotonic()
+        self._when = {n: t for n, t in self._when.items() if now - t < self._ttl}
+        self._when[node_id] = now
+
+    def recent(self, node_id: str) -> bool:
+        """Whether ``node_id`` lost a host within the time to live."""
+        when = self._when.get(node_id)
+        return when is not None and time.monotonic() - when < self._ttl
+
+    def ever(self, node_id: str) -> bool:
+        """Whether ``node_id`` is still remembered (lost once, maybe longer ago)."""
+        return node_id in self._when
 
 
 def _node_lost(exc: BaseException) -> bool:
@@ -111,12 +143,13 @@ class Attempt:
     """One attempt of a gang job; its methods run on the client's event thread (Ray's
     callbacks are handed there) unless said otherwise."""
 
-    def __init__(self, gang: GangJob, job: JobRecord, number: int) -> None:
+    def __init__(self, gang: GangJob, job: JobRecord, number: int, lost: LostNodes) -> None:
         self.gang = gang
         self.job = job
         self.number = number
+        self.lost = lost
         self.token = secrets.token_hex(8)
-        self.state = "claiming"  # then "running", then "ended"
+        self.state = AttemptState.CLAIMING
         self.want = 0
         self.groups: list[PlacementGroup] = []  # asked for, and not let go
         self.placed: set[PlacementGroup] = set()  # placed by Ray (its ready() resolved)
@@ -129,7 +162,7 @@ class Attempt:
 
     def claim(self) -> None:
         """Asks Ray for the slices: the largest allowed count the free slices allow now,
-        else the smallest (it waits for them). Runs in the engine's caller."""
+        else the smallest (it waits for them)."""
         spec = self.gang.spec
         head = f"TPU-{spec.topology.name}-head"
         free = int(ray.available_resources().get(head, 0))
@@ -148,10 +181,10 @@ class Attempt:
         if future.exception() is not None:  # Ray is shutting down
             return
         self.placed.add(group)
-        if group not in self.groups or self.state == "ended":  # let go before it was placed
+        if group not in self.groups or self.is_over:  # let go before it was placed
             self._release(group)
             return
-        if self.state != "claiming":
+        if self.state is not AttemptState.CLAIMING:
             return
         try:
             node_id = placement_group_table(group)["bundles_to_node_id"][0]
@@ -180,25 +213,23 @@ class Attempt:
         that this process has not lost a host on in the last minute. A node lost before is
         taken only if no other node claims its worker id."""
         workers = _slices(self.gang.spec.topology).get(name, {})
-        lately, never = time.monotonic() - _LOST_S, float("-inf")
+        lost = self.lost
         hosts = []
         for worker in range(self.gang.spec.topology.vm_count):
-            nodes = [
-                n for n in workers.get(worker, []) if _lost_nodes.get(n["NodeID"], never) < lately
-            ]
+            nodes = [n for n in workers.get(worker, []) if not lost.recent(n["NodeID"])]
             if not nodes:
                 return None
-            hosts.append(min(nodes, key=lambda n: n["NodeID"] in _lost_nodes))
+            hosts.append(min(nodes, key=lambda n: lost.ever(n["NodeID"])))
         return hosts
 
     def _recheck(self) -> None:
         for entry in list(self.held):
-            if self.state != "claiming" or len(self.ready) >= self.want:
+            if self.state is not AttemptState.CLAIMING or len(self.ready) >= self.want:
                 return
             self.held.remove(entry)
             if not self._take(*entry):
                 self.held.append(entry)
-        if self.state == "claiming" and self.held:
+        if self.state is AttemptState.CLAIMING and self.held:
             self.later(_RECHECK_S, self._recheck)
 
     # -- running -----------------------------------------------------------------------------
@@ -213,7 +244,7 @@ class Attempt:
             self._release(group)
         if not self.job.placed():  # stopped meanwhile
             return
-        self.state = "running"
+        self.state = AttemptState.RUNNING
         spec, gang = self.gang.spec, self.gang
         vms = spec.topology.vm_count
         placement = [
@@ -226,9 +257,7 @@ class Attempt:
             for _group, name, hosts in self.ready
             for w, node in enumerate(hosts)
         ]
-        with gang.cond:  # wakes wait_for_attempt
-            gang.placement, gang.launched = placement, self.job.attempts
-            gang.cond.notify_all()
+        gang.launched_on(placement, self.job.attempts)
         names = ", ".join(name for _group, name, _hosts in self.ready)
         self.job.log.write(f"[fray-tpu] attempt {self.job.attempts} on {names}\n")
         coordinator, total = placement[0]["ip"], len(placement)
@@ -256,6 +285,11 @@ class Attempt:
             self._when_done(ref, self._host_done, index)
         self.later(_RECHECK_S, self._ask_hub)
 
+    @property
+    def is_over(self) -> bool:
+        """Whether the attempt has been torn down."""
+        return self.state is AttemptState.ENDED
+
     def run(self, fn: Callable[..., None], *args: Any) -> None:
         """Runs ``fn(*args)`` (on the event thread); a bug there ends the attempt as failed
         instead of leaving it waiting."""
@@ -266,16 +300,18 @@ class Attempt:
             self.end(Outcome.failed(exc, f"internal error in fray_tpu's gang: {exc!r}"))
 
     def _when_done(self, ref: Any, then: Callable[..., None], *args: Any) -> None:
+        """Runs ``then(*args, future)`` on the event thread once ``ref`` has ended (its
+        future's callback runs on Ray's thread and only hands it over)."""
         soon = self.gang.client._call_soon
         ref.future().add_done_callback(lambda future: soon(self.run, then, *args, future))
 
     def later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        """Runs ``fn(*args)`` on the event thread in ``delay`` seconds."""
+        """Runs ``fn(*args)`` on the event thread in ``delay`` seconds (from any thread)."""
         client = self.gang.client
         client._call_later(delay, client._call_soon, self.run, fn, *args)
 
     def _host_done(self, index: int, future: Any) -> None:
-        if self.state != "running":
+        if self.state is not AttemptState.RUNNING:
             return
         slice_name, worker, node_id, actor = self.hosts[index]
         try:
@@ -285,7 +321,7 @@ class Attempt:
             error = f"host {slice_name}/{worker}: {reading.error}"
             if reading.kind == "preemption":
                 if _node_lost(exc):
-                    _lost_nodes[node_id] = time.monotonic()
+                    self.lost.add(node_id)
                 self.end(Outcome.preempted(error))
                 return
             cause = reading.cause
@@ -337,12 +373,12 @@ class Attempt:
 
     def _ask_hub(self) -> None:
         """Every second while the attempt runs: has a host said its VM is preempted?"""
-        if self.state == "running":
+        if self.state is AttemptState.RUNNING:
             self._when_done(self.gang.hub.peek.remote(self.token), self._preempted)
 
     def _preempted(self, future: Any) -> None:
-        if future.exception() is not None or self.state != "running":  # the job is ending
-            return
+        if future.exception() is not None or self.state is not AttemptState.RUNNING:
+            return  # the job is ending
         where = future.result()
         if where:
             self.end(Outcome.preempted(f"{where}: the GCE metadata server says it is preempted"))
@@ -353,9 +389,9 @@ class Attempt:
 
     def end(self, outcome: Outcome) -> None:
         """Tears the gang down and reports ``outcome`` (once), with its hosts' last lines."""
-        if self.state == "ended":
+        if self.state is AttemptState.ENDED:
             return
-        ran = self.state == "running"
+        ran = self.state is AttemptState.RUNNING
         self.teardown()
         if ran:
             self.gang.read_lines(self.job)
@@ -363,7 +399,7 @@ class Attempt:
 
     def teardown(self) -> None:
         """Kills every host actor (and the user's code in it) and lets the slices go."""
-        self.state = "ended"
+        self.state = AttemptState.ENDED
         for _slice, _worker, _node, actor in self.hosts:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
@@ -377,8 +413,9 @@ class Attempt:
                 remove_placement_group(group)
 
     def waiting_for(self) -> str | None:
-        """While slices are being claimed: what it asked for and what the cluster has."""
-        if self.state != "claiming":
+        """While slices are being claimed: what it asked for and what the cluster has (the
+        caller's thread: it reads a few fields)."""
+        if self.state is not AttemptState.CLAIMING:
             return None
         topology = self.gang.spec.topology
         return (

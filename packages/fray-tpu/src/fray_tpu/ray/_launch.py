@@ -19,9 +19,11 @@ from fray import Entrypoint, JobRequest, ResourceConfig
 from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
 from fray.topology import get_tpu_topology
+from fray_ray import KindClient
+from fray_ray import RayJobHandle as TpuJobHandle
 from fray_tpu import environment_variables as ev
 from fray_tpu.ray._adapter import unwrap_remote_function
-from fray_tpu.ray.gang import GangJob, JobDataClient, TpuJobHandle, prepare_gang
+from fray_tpu.ray.gang import GangJob, prepare_gang
 
 __all__ = [
     "GangClient",
@@ -43,7 +45,7 @@ _handed: contextvars.ContextVar[tuple[GangJob | None, str | None]] = contextvars
 )
 
 
-class GangClient(JobDataClient):
+class GangClient(KindClient):
     """Runs TPU gang jobs (and nothing else) on the Ray this process is connected to."""
 
     scheme = "tpu-gang"

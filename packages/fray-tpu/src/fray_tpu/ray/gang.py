@@ -1,10 +1,11 @@
 # pyright: standard
-"""TPU gang jobs as hooks of Fray's engine, for clients on Ray (``RayClient``, and the small
-client of ``run_on_pod``): a gang job's record holds a :class:`GangJob` (its ``data``),
-worked out once per request by :func:`prepare_gang`. The engine runs the attempts and
-applies both budgets; each attempt (:mod:`fray_tpu.ray._gang`) claims whole slices through
-placement groups on ``TPU-<type>-head``, runs one host actor per VM with that attempt's
-``MEGASCALE_*`` values, and reports how it ended, from the client's event thread.
+"""TPU gang jobs as a kind of job on fray-ray (:class:`fray_ray.JobKind`), for clients on
+Ray (``RayClient``, and the small client of ``run_on_pod``): a gang job's record holds a
+:class:`GangJob` (its ``data``), worked out once per request by :func:`prepare_gang`. The
+engine runs the attempts and applies both budgets; each attempt (:mod:`fray_tpu.ray._gang`)
+claims whole slices through placement groups on ``TPU-<type>-head``, runs one host actor per
+VM with that attempt's ``MEGASCALE_*`` values, and reports how it ended, from the client's
+event thread.
 """
 
 from __future__ import annotations
@@ -21,25 +22,17 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fray import JobRequest, TpuConfig
-from fray.backend import BaseClient, JobRecord, Outcome
+from fray.backend import JobRecord, Outcome
 from fray.errors import InvalidRequestError
 from fray.topology import TpuTopology, get_tpu_topology
-from fray_tpu._jobs import JobDataClient, TpuJobHandle, gang_failure  # re-exported
+from fray_ray import JobKind, KindClient, environment_runtime_env
+from fray_tpu._errors import TpuJobFailedError, TpuSchedulingError
 from fray_tpu.ray._adapter import unwrap_remote_function
-from fray_tpu.ray._gang import Attempt
+from fray_tpu.ray._gang import Attempt, LostNodes
 from fray_tpu.ray._host import HostPayload
 from fray_tpu.ray._hub import Hub
-from fray_tpu.ray.runtime_env import environment_runtime_env
 
-__all__ = [
-    "GangJob",
-    "GangSpec",
-    "JobDataClient",
-    "TpuJobHandle",
-    "gang_failure",
-    "hub_name",
-    "prepare_gang",
-]
+__all__ = ["GangJob", "GangSpec", "hub_name", "prepare_gang"]
 
 logger = logging.getLogger("fray_tpu.ray")
 
@@ -71,7 +64,7 @@ class GangSpec:
 
 def prepare_gang(
     request: JobRequest,
-    client: BaseClient,
+    client: KindClient,
     *,
     allowed: tuple[int, ...] | None = None,
     runtime_env: Mapping[str, Any] | None = None,
@@ -139,49 +132,89 @@ def hub_name(job_id: str) -> str:
     return f"fray-tpu-hub:{job_id}"
 
 
-class GangJob:
-    """A gang job's ``data``: its spec, its hub, the current attempt and where it
-    runs. Its methods are the bodies of the client's hooks
-    (``start``: ``_start_attempt``; ``cancel``: ``_cancel_attempt``; ``refresh``,
-    ``pending_reason``, ``value``: ``_result``; ``close``: ``_after_end``)."""
+class GangJob(JobKind):
+    """A gang job's ``data``: its spec, its hub, the current attempt and where it runs.
+    Its methods are the bodies of the client's hooks (see :class:`fray_ray.JobKind`);
+    each attempt's work runs on the client's event thread."""
 
-    def __init__(self, spec: GangSpec, client: BaseClient) -> None:
+    def __init__(self, spec: GangSpec, client: KindClient) -> None:
+        super().__init__(client)
         self.spec = spec
-        self.client = client
+        self.kind_client = client
         self.hub: Any = None
         self.attempt: Attempt | None = None
-        self.placement: list[dict[str, Any]] = []
+        self.launched_placement: list[dict[str, Any]] = []
         self.launched = 0  # the attempts whose hosts were placed (placement: the last one's)
-        self.claim_stopped = False  # stopped while claiming (a scheduling timeout)
         self.cond = threading.Condition()
         self._read_lock = threading.Lock()
         self._next_line = 0
 
     def start(self, job: JobRecord) -> None:
-        """Claims the slices, from the client's event thread."""
+        """Queues the claim of the slices on the client's event thread (runs in the engine's
+        attempt loop: the submitting thread, or the one that reported the attempt before)."""
         if self.hub is None:  # on the driver's node: it lives as long as the driver does
             here = ray.get_runtime_context().get_node_id()
             self.hub = Hub.options(
                 name=hub_name(job.job_id),
                 scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
             ).remote()
-        attempt = self.attempt = Attempt(self, job, job.begun)
+        lost = self.kind_client.kind_state(LostNodes)
+        attempt = self.attempt = Attempt(self, job, job.begun, lost)
         self.client._call_soon(attempt.run, attempt.claim)
 
     def cancel(self, job: JobRecord) -> float:
-        """Tears the gang down (from the event thread); returns the grace."""
+        """Tears the gang down, on the event thread (runs on the engine's timer thread);
+        returns the grace. A gang stopped while it claims its slices (its scheduling
+        timeout) ends as the engine recorded the stop: not placed."""
 
         def stop() -> None:
             attempt = self.attempt
-            if attempt is None or attempt.number != job.begun or attempt.state == "ended":
+            if attempt is None or attempt.number != job.begun or attempt.is_over:
                 job.report(Outcome.stopped())
                 return
-            if attempt.state == "claiming":
-                self.claim_stopped = True
             attempt.end(Outcome.stopped())
 
         self.client._call_soon(stop)
         return _CANCEL_GRACE_S
+
+    def failure(self, job: JobRecord) -> TpuJobFailedError:
+        """The error a failed gang job raises: its counts, why it ended and its first cause
+        (``TpuSchedulingError`` where its last attempt was never placed: the engine ended
+        it at the scheduling timeout)."""
+        if job.begun > job.attempts:  # the last attempt began and was never placed
+            cls, reason = TpuSchedulingError, "scheduling"
+        elif (job.error or "").startswith("preempted "):
+            cls, reason = TpuJobFailedError, "preemption"
+        else:
+            cls, reason = TpuJobFailedError, "failure"
+        error = cls(
+            job.job_id,
+            job.status,
+            job.error,
+            attempts=job.attempts,
+            preemptions=job.preemptions,
+            failures=job.failures,
+            reason=reason,
+        )
+        error.__cause__ = job.cause
+        return error
+
+    def placement(self) -> list[dict[str, Any]]:
+        """Slice, worker, node id and IP of each host of the last attempt that launched."""
+        return list(self.launched_placement)
+
+    def wait_for_attempt(self, job: JobRecord, attempt: int, timeout: float) -> bool:
+        """Blocks (the caller's thread) until attempt ``attempt``'s hosts are placed;
+        ``False`` on timeout or job end."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.launched >= attempt or job.is_done, timeout)
+            return self.launched >= attempt
+
+    def launched_on(self, placement: list[dict[str, Any]], attempts: int) -> None:
+        """The current attempt's hosts are placed there (the event thread runs this)."""
+        with self.cond:  # wakes wait_for_attempt
+            self.launched_placement, self.launched = placement, attempts
+            self.cond.notify_all()
 
     def read_lines(self, job: JobRecord) -> None:
         """Takes the hosts' new output lines from the hub into the job's log."""
@@ -207,19 +240,17 @@ class GangJob:
         return _FOLLOW_S
 
     def pending_reason(self, job: JobRecord) -> str | None:
+        """What the current attempt asked for while it claims slices, and what the cluster
+        has (the caller's thread)."""
         attempt = self.attempt
         return None if attempt is None or job.is_done else attempt.waiting_for()
-
-    def lines(self, job: JobRecord) -> list[str]:
-        """The output read from the hub so far."""
-        return [line for _ts, line in job.log.snapshot()]
 
     def value(self, job: JobRecord) -> Any:
         """Every host's value, slice by slice (one value for a job of one replica)."""
         results = list(job.value or [])
         return results[0] if job.replicas == 1 and len(results) == 1 else results
 
-    def close(self) -> None:
+    def close(self, job: JobRecord) -> None:
         """The job has ended: its hub goes (its lines are in the job's log)."""
         with self.cond:
             self.cond.notify_all()

@@ -1,4 +1,4 @@
-"""How Ray's exceptions read (fray_tpu.ray.errors): preemption or failure, and the user's
+"""How Ray's exceptions read (fray_ray.errors): preemption or failure, and the user's
 cause. Exceptions are built directly; no cluster."""
 
 # pyright: standard
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from ray import exceptions as rx
 
-from fray_tpu.ray.errors import (
+from fray_ray.errors import (
     PREEMPTION_ERRORS,
     error_text,
     read_ray_error,
@@ -94,8 +94,3 @@ def test_ray_error_text_is_one_short_line() -> None:
     exc = rx.NodeDiedError("first line\n" + "x" * 2000)
     assert error_text(exc) == "NodeDiedError: first line"
     assert len(error_text(rx.NodeDiedError("y" * 2000))) == 500
-
-
-def test_fray_ray_reads_ray_errors_the_same_way() -> None:
-    jobs = pytest.importorskip("fray_ray._jobs")
-    assert jobs.read_ray_error is read_ray_error

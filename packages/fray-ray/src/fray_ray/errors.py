@@ -1,7 +1,7 @@
 # pyright: standard
 """Ray's exceptions, read the Fray way: the one place that says which are preemptions.
 
-Every Fray layer that runs work on Ray (fray-tpu's gangs, fray-ray's RayClient) asks here
+Every Fray layer that runs work on Ray (fray-ray's RayClient, fray-tpu's gangs) asks here
 what a Ray error means, so a lost node, worker or actor is charged to
 ``max_retries_preemption`` and the user's own exception to ``max_retries_failure`` the same
 way everywhere:

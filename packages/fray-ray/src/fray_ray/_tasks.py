@@ -1,0 +1,382 @@
+"""Callable jobs as Ray tasks: one task per replica per attempt, and the one place where a
+replica's end is settled.
+
+Each task runs with ``max_retries=0``: Ray's single retry counter cannot tell a preemption
+from a bug, so the engine retries, charging each end to its budget as
+:func:`fray_ray.errors.read_ray_error` reads it. The task is shaped like the user's own (see
+:mod:`fray_ray._worker`): its payload is pickled once per job, its value comes back as it is,
+and a user's exception comes back as Ray's ``RayTaskError`` with the user's as ``cause``.
+
+Two observers learn that a replica ended, and both call :meth:`CallableJob.ended`, which
+takes the job's lock and counts the first report per (attempt, replica) only, so each
+attempt is decided once:
+
+- whoever waits (``wait()``, ``result()``, ``wait_all``, ``status()``, ``info()``) runs
+  :func:`await_ends` in its own thread: one bulk ``ray.wait`` over every unreported ref of
+  the jobs it waits for, in slices, then ``ray.get`` of those that ended. The engine's
+  follow-ups (the next attempt, done-callbacks) then run in that thread;
+- an attempt that is still running :data:`WATCH_AFTER_S` after it started, whether or not
+  anyone waits, gets a callback on each of its tasks' futures (:class:`Watcher`), handed to
+  the client's event thread; so a job nobody waits on is still retried, and its
+  done-callbacks still run. Attempts that end sooner never run Python on Ray's threads.
+"""
+
+# pyright: standard
+# Ray is untyped: this module is an adapter over it.
+
+from __future__ import annotations
+
+import collections
+import logging
+import pickle
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fray.backend import JobRecord, Outcome, Phase
+from fray_ray._convert import Ask
+from fray_ray._kind import JobKind
+from fray_ray._placement import cluster_says
+from fray_ray._worker import JobExit, Printed, printed_lines
+from fray_ray.errors import read_ray_error
+
+if TYPE_CHECKING:
+    from fray_ray._client import RayClient
+
+__all__ = ["WATCH_AFTER_S", "CallableJob", "TaskShape", "Watcher", "await_ends", "cancel_refs"]
+
+logger = logging.getLogger("fray.ray")
+
+WATCH_AFTER_S = 1.0  # an attempt still running after this gets callbacks on its futures
+CANCEL_GRACE_S = 10.0  # a cancelled attempt that has not ended by then is recorded STOPPED
+_BETWEEN_S = 0.01  # how long a waiter waits for a job whose next attempt is being started
+
+
+class TaskShape:
+    """What every job of one request runs, worked out once per request: the job wrapper's
+    remote function with the request's Ray options, the pickled ``(fn, args, kwargs)``, the
+    env vars the wrapper sets, and what each replica asks of a node."""
+
+    __slots__ = ("ask", "call", "env", "remote")
+
+    def __init__(self, remote: Any, call: bytes, env: dict[str, str], ask: Ask) -> None:
+        self.remote = remote
+        self.call = call
+        self.env = tuple(env.items())
+        self.ask = ask
+
+
+class CallableJob(JobKind):
+    """A callable job: its request's :class:`TaskShape`, its payload (built at its first
+    attempt) and the current attempt's tasks, with what each replica has reported."""
+
+    def __init__(self, client: RayClient, shape: TaskShape) -> None:
+        super().__init__(client)
+        self.ray_client = client
+        self.shape = shape
+        self.payload: bytes | None = None
+        self.attempt = 0
+        self.refs: list[Any] = []
+        self.reported: dict[int, Outcome] | None = None  # None: the attempt is decided
+        self.printed: dict[int, list[str]] = {}
+
+    def start(self, job: JobRecord) -> None:
+        """Submits one task per replica of the current attempt."""
+        client, shape = self.ray_client, self.shape
+        request = job.request
+        assert request is not None
+        count, attempt = job.replicas, job.begun
+        key = None if request.scheduling_timeout is None else f"{job.job_id}#{attempt}"
+        payload = self.payload
+        if payload is None or key is not None:
+            identity = (job.job_id, count, client.namespace, client.registry.name)
+            payload = self.payload = pickle.dumps(
+                (*identity, client.echo_logs, shape.env, key, shape.call)
+            )
+        remote = shape.remote.remote
+        refs = [remote(payload)] if count == 1 else [remote(payload, i) for i in range(count)]
+        with job.lock:
+            self.attempt, self.refs, self.reported, self.printed = attempt, refs, {}, {}
+            stopping = job.phase is Phase.STOPPING
+        if stopping:  # stopped while its tasks were being submitted
+            cancel_refs(refs)
+        if key is None:
+            job.placed()  # Ray does not say when a task starts: it runs from its submission
+        else:
+            self._await_placed(job, attempt, key, float(request.scheduling_timeout or 0))
+        client.watcher.add(job, attempt)
+
+    def _await_placed(self, job: JobRecord, attempt: int, key: str, limit: float) -> None:
+        """The attempt is placed once every replica has said it started (the registry
+        answers then, or at the scheduling timeout); one that cannot tell counts as placed."""
+        client = self.ray_client
+        ref = client.registry.ref("wait_placed", key, job.replicas, limit + 5.0)
+        if ref is None:
+            job.placed()
+            return
+
+        def answered(future: Any) -> None:
+            try:
+                started = len(future.result())
+            except Exception:
+                started = job.replicas  # the registry is gone: it cannot tell, so go on
+            if started >= job.replicas and job.begun == attempt:
+                job.placed()
+
+        ref.future().add_done_callback(lambda future: client._call_soon(answered, future))
+
+    def collect(self, job: JobRecord, into: dict[Any, Any]) -> bool:
+        """Adds the current attempt's unreported refs to ``into`` (ref -> who reports it)."""
+        with job.lock:
+            reported = self.reported
+            if reported is not None:
+                attempt = self.attempt
+                for index, ref in enumerate(self.refs):
+                    if index not in reported:
+                        into[ref] = (job, self, attempt, index)
+        return True
+
+    def refresh(self, job: JobRecord) -> float | None:
+        """Settles the replicas that have ended, without waiting (``status()``, ``info()``)."""
+        if not job.is_done:
+            await_ends([job], 0.0)
+        return None
+
+    def watch(self, job: JobRecord, attempt: int) -> None:
+        """Calls back, on the client's event thread, when each unreported replica of
+        ``attempt`` ends (the :class:`Watcher`'s thread runs this)."""
+        pending: dict[Any, Any] = {}
+        self.collect(job, pending)
+        soon = self.ray_client._call_soon
+        for ref, (_job, _kind, current, index) in pending.items():
+            if current != attempt:
+                return  # a later attempt: it is watched in its turn
+            ref.future().add_done_callback(
+                lambda future, i=index: soon(self._from_future, job, attempt, i, future)
+            )
+
+    def _from_future(self, job: JobRecord, attempt: int, index: int, future: Any) -> None:
+        try:
+            value = future.result()
+        except Exception as exc:
+            self.ended(job, attempt, index, None, exc)
+        else:
+            self.ended(job, attempt, index, value, None)
+
+    def ended(
+        self, job: JobRecord, attempt: int, index: int, value: Any, error: BaseException | None
+    ) -> None:
+        """Replica ``index`` of ``attempt`` ended with ``value`` (or ``error``, what Ray
+        raised). The first report per (attempt, replica) counts; the attempt is decided
+        once every replica succeeded or one did not (gang semantics: the others are
+        cancelled). Runs in whichever thread noticed the end."""
+        outcome, lines = _outcome_of(value, error)
+        with job.lock:
+            reported = self.reported
+            if attempt != self.attempt or reported is None or index in reported:
+                return
+            reported[index] = outcome
+            if lines:
+                self.printed[index] = lines
+            if outcome.kind == "succeeded" and len(reported) < job.replicas:
+                return
+            self.reported = None
+            others = [ref for i, ref in enumerate(self.refs) if i not in reported]
+            self.refs = []
+            printed = self.printed
+        if others:
+            cancel_refs(others)
+        prefix = job.replicas > 1
+        for i, replica_lines in sorted(printed.items()):
+            tag = f"[{i}] " if prefix else ""
+            job.log.write("".join(f"{tag}{line}\n" for line in replica_lines))
+        job.report(_decide(job, reported))
+
+    def cancel(self, job: JobRecord) -> float:
+        """Cancels the attempt's tasks (and the jobs submitted from them), from the event
+        thread (not the engine's timer)."""
+
+        def cancel() -> None:
+            with job.lock:
+                refs = list(self.refs)
+            cancel_refs(refs)
+            self.ray_client.stop_descendants(job.job_id)
+
+        self.ray_client._call_soon(cancel)
+        return CANCEL_GRACE_S
+
+    def close(self, job: JobRecord) -> None:
+        """The job has ended: the registry's streamed copy of its output is not read again."""
+        client = self.ray_client
+        if not client.mirrors and len(job.log):
+            client.registry.ref("ended", job.job_id)
+
+    def lines(self, job: JobRecord) -> list[str]:
+        """The finished attempts' lines, and what the running one streamed so far."""
+        lines = super().lines(job)
+        if not job.is_done:
+            lines += self.ray_client.registry.call("logs", job.job_id, default=[])
+        return lines
+
+    def pending_reason(self, job: JobRecord) -> str | None:
+        """Why the attempt's replicas wait: with a ``scheduling_timeout`` how many have not
+        started; without one, whether a replica of its shape may be waiting."""
+        request, ask = job.request, self.shape.ask
+        if request is None or job.is_done:
+            return None
+        if request.scheduling_timeout is None:
+            cluster = self.cached_reason(lambda: cluster_says(ask))
+            if cluster is None:
+                return None
+            return f"a replica may be waiting for a node: each asks for {ask.describe()}; {cluster}"
+        key = f"{job.job_id}#{job.begun}"
+        started = self.ray_client.registry.call("wait_placed", key, 0, 0.0, default=[]) or []
+        waiting = job.replicas - len(started)
+        if waiting <= 0:
+            return None
+        says = self.cached_reason(lambda: cluster_says(ask)) or "a node has room: it is starting"
+        return (
+            f"{waiting} of {job.replicas} replica(s) waiting for a node: each asks for "
+            f"{ask.describe()}; {says}"
+        )
+
+
+def _outcome_of(value: Any, error: BaseException | None) -> tuple[Outcome, list[str]]:
+    """A replica's outcome and output lines from what its task returned or Ray raised."""
+    if error is None:
+        if isinstance(value, Printed):
+            return Outcome.succeeded(value.value), value.lines
+        return Outcome.succeeded(value), []
+    reading = read_ray_error(error)
+    cause = reading.cause
+    lines = printed_lines(cause) if cause is not None else []
+    if isinstance(cause, JobExit):
+        return Outcome.failed(SystemExit(cause.code), str(cause), cause.code), lines
+    if reading.kind == "preemption":
+        return Outcome.preempted(reading.error), lines
+    if cause is not None and cause is not error:  # the user's code raised it
+        return Outcome.failed(cause, reading.error, 1), lines
+    return Outcome.failed(cause, f"Ray could not run the job: {reading.error}"), lines
+
+
+def _decide(job: JobRecord, reported: dict[int, Outcome]) -> Outcome:
+    """The attempt's outcome from its replicas': every value, or the first failure of the
+    user's code (counting the replicas that failed so), or what Ray's error means."""
+    ordered = [reported[i] for i in sorted(reported)]
+    if all(o.kind == "succeeded" for o in ordered) and len(ordered) == job.replicas:
+        values = [o.value for o in ordered]
+        return Outcome.succeeded(values[0] if job.replicas == 1 else values)
+    user = [(i, reported[i]) for i in sorted(reported) if reported[i].exit_code is not None]
+    if user:
+        index, first = user[0]
+        error = first.error if job.replicas == 1 else f"replica {index}: {first.error}"
+        return Outcome.failed(first.cause, error, first.exit_code, failed_tasks=len(user))
+    return next(o for o in ordered if o.kind != "succeeded")
+
+
+def await_ends(jobs: Sequence[JobRecord], timeout: float) -> bool:
+    """Waits up to ``timeout`` seconds for any replica of ``jobs``' current attempts to end
+    (one bulk ``ray.wait`` over all their unreported refs) and settles every one that did,
+    in this thread. Returns ``False`` where none of them has a ref to wait for (jobs of
+    other kinds, or callable jobs between two attempts: those return at once)."""
+    import ray
+
+    pending: dict[Any, Any] = {}
+    by_refs = False
+    for job in jobs:
+        by_refs = job.data.collect(job, pending) or by_refs
+    if not pending:
+        if by_refs and timeout > 0:  # another thread is deciding or starting an attempt
+            jobs[0].wait(min(timeout, _BETWEEN_S))
+            return True
+        return False
+    refs = list(pending)
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=False)
+    if ready:
+        _harvest(ready, pending)
+    return True
+
+
+def _harvest(ready: list[Any], pending: dict[Any, Any]) -> None:
+    """Reads the ended refs (each apart where one failed: ``ray.get`` of a list raises only
+    the first error) and settles their replicas."""
+    import ray
+
+    try:
+        ends = [(value, None) for value in ray.get(ready)]
+    except Exception:
+        ends = []
+        for ref in ready:
+            try:
+                ends.append((ray.get(ref), None))
+            except Exception as exc:
+                ends.append((None, exc))
+    for ref, (value, error) in zip(ready, ends, strict=True):
+        job, kind, attempt, index = pending[ref]
+        kind.ended(job, attempt, index, value, error)
+
+
+def cancel_refs(refs: list[Any]) -> None:
+    """Cancels Ray tasks (force: the worker and everything it started dies)."""
+    import ray
+
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=True, recursive=True)
+        except Exception as exc:  # already finished, or its owner is gone
+            logger.debug("cancel of %s: %s", ref, exc)
+
+
+class Watcher:
+    """One thread per client that gives an attempt still running :data:`WATCH_AFTER_S`
+    after it started a callback on each of its tasks' futures (see the module docstring).
+    Adding an attempt wakes no thread unless the queue was empty; the thread wakes about
+    twice per :data:`WATCH_AFTER_S` while attempts are queued, and waits otherwise."""
+
+    def __init__(self) -> None:
+        self._due: collections.deque[tuple[float, JobRecord, int]] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, job: JobRecord, attempt: int) -> None:
+        """Queues ``attempt`` of ``job`` (the thread that starts it runs this)."""
+        entry = (time.monotonic() + WATCH_AFTER_S, job, attempt)
+        with self._cond:
+            self._due.append(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="fray-ray-watch", daemon=True
+                )
+                self._thread.start()
+            elif len(self._due) == 1:
+                self._cond.notify()
+
+    def close(self) -> None:
+        """Stops the thread (the client is shut down)."""
+        with self._cond:
+            self._closed = True
+            self._due.clear()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        due = self._due
+        while True:
+            with self._cond:
+                while not self._closed and (not due or due[0][0] > time.monotonic()):
+                    wait = due[0][0] - time.monotonic() if due else None
+                    self._cond.wait(None if wait is None else max(wait, WATCH_AFTER_S / 2))
+                if self._closed:
+                    return
+                now = time.monotonic()
+                ready = []
+                while due and due[0][0] <= now:
+                    ready.append(due.popleft())
+            for _when, job, attempt in ready:
+                if job.is_done:
+                    continue
+                try:
+                    job.data.watch(job, attempt)
+                except Exception:
+                    logger.exception("watching the tasks of %s failed", job.job_id)
