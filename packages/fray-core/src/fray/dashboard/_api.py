@@ -196,6 +196,11 @@ class Dashboard:
 
     def _row(self, source: Source, info: JobInfo, children: Mapping[str, int]) -> dict[str, Any]:
         reason = info.error or (info.pending_reason if info.status is JobStatus.PENDING else None)
+        lost = [a for a in info.attempt_history if a.outcome != "succeeded"]
+        if reason is None and lost:  # it recovered (or runs again): what the last loss was
+            last = lost[-1]
+            reason = f"attempt {last.attempt} {last.outcome.replace('_', ' ')}"
+            reason += f": {last.error}" if last.error else ""
         return {
             "source": source.name,
             "id": info.job_id,

@@ -14,6 +14,7 @@ const ui = {
   logFilter: "",
   tail: 200,
   timer: null,
+  typing: null,             // the prefix filter applies once typing pauses
   route: null,
   sources: [],
 };
@@ -28,7 +29,7 @@ function h(tag, attrs, ...children) {
     else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -43,7 +44,13 @@ function text(value, fallback = "-") {
 
 function when(stamp) {
   if (typeof stamp !== "number" || !Number.isFinite(stamp)) return "-";
-  return new Date(stamp * 1000).toLocaleString(undefined, { hour12: false });
+  const d = new Date(stamp * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+function plural(n, word) {
+  return `${n.toLocaleString()} ${word}${n === 1 ? "" : "s"}`;
 }
 
 function span(seconds) {
@@ -124,7 +131,7 @@ function jobRow(job, depth) {
   return h("tr", { class: depth ? "child" : null, "data-job": job.id },
     h("td", {}, toggle),
     h("td", {}, pill(job.state)),
-    h("td", { class: "name" }, jobLink(job.source, job.id, job.name), h("span", { class: "id mono" }, job.id)),
+    h("td", { class: "name" }, jobLink(job.source, job.id, job.name), h("span", { class: "id mono", title: job.id }, depth ? `…/${job.id.split("/").pop()}` : job.id)),
     h("td", {}, job.source),
     h("td", { class: "num failures" }, count(job.failures, "bad")),
     h("td", { class: "num preemptions" }, count(job.preemptions, "warn")),
@@ -154,7 +161,8 @@ function jobFilters() {
   const states = h("select", { id: "f-state", onchange: change("state") },
     h("option", { value: "" }, "any state"),
     ["pending", "running", "succeeded", "failed", "stopped"].map((s) => h("option", { value: s, selected: s === f.state }, s)));
-  const prefix = h("input", { id: "f-prefix", placeholder: "name or id prefix", value: f.prefix, onchange: change("prefix") });
+  const prefix = h("input", { id: "f-prefix", placeholder: "name or id prefix", value: f.prefix,
+    oninput: (event) => { clearTimeout(ui.typing); ui.typing = setTimeout(() => change("prefix")(event), 250); } });
   return h("div", { class: "filters" }, h("label", {}, "Backend"), sources, h("label", {}, "State"), states, prefix);
 }
 
@@ -185,7 +193,7 @@ async function renderJobs() {
   if (ui.route !== "jobs") return;
   document.getElementById("view").replaceChildren(h("h1", {}, "Jobs"), jobFilters(), table,
     pager(page.total, page.jobs.length, (offset) => { ui.offset = offset; renderJobs(); }));
-  stamp(`${page.total.toLocaleString()} top-level jobs`);
+  stamp(plural(page.total, "top-level job"));
   schedule(renderJobs, POLL_MS.jobs);
 }
 
@@ -200,7 +208,7 @@ function facts(job) {
     ["Finished", when(job.finished_at)], ["Duration", took(job.started_at, job.finished_at)],
   ];
   if (job.parent) items.push(["Parent", jobLink(job.source, job.parent, job.parent)]);
-  return h("div", { class: "facts" }, items.map(([label, value]) => h("div", {}, h("span", {}, label), value)));
+  return h("div", { class: "facts" }, items.map(([label, value]) => h("div", {}, h("span", { class: "label" }, label), value)));
 }
 
 function rootCause(detail) {
@@ -232,7 +240,7 @@ function attemptsTable(detail) {
       : "No attempt has started yet.");
   }
   return h("table", { id: "attempts" },
-    h("thead", {}, h("tr", {}, ["Attempt", "Kind", "Exit code", "Started", "Finished", "Took", "Error"].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, ["Attempt", "Kind", "Exit code", "Started", "Finished", "Took", "Error"].map((c, i) => h("th", { class: [0, 2, 5].includes(i) ? "num" : null }, c)))),
     h("tbody", {}, detail.attempts.map((a) => h("tr", {},
       h("td", { class: "num" }, text(a.attempt)), h("td", {}, pill(a.kind)), h("td", { class: "num" }, text(a.exit_code)),
       h("td", {}, when(a.started_at)), h("td", {}, when(a.finished_at)), h("td", { class: "num" }, took(a.started_at, a.finished_at)),
@@ -247,7 +255,7 @@ function logView(logs) {
     return match ? [h("span", { class: "prefix" }, match[1]), match[2], "\n"] : [line, "\n"];
   }) : h("span", { class: "muted" }, logs.lines.length ? "no line matches the filter" : "no output yet"));
   const filter = h("input", { id: "log-filter", placeholder: "filter lines", value: ui.logFilter,
-    oninput: (event) => { ui.logFilter = event.target.value; pre.replaceWith(logView(logs).querySelector("pre")); } });
+    oninput: (event) => { ui.logFilter = event.target.value; document.getElementById("logs").replaceWith(logView(logs).querySelector("pre")); } });
   const tail = h("select", { id: "log-tail", onchange: (event) => { ui.tail = Number(event.target.value); route(); } },
     [100, 200, 500, 1000].map((n) => h("option", { value: n, selected: n === ui.tail }, `last ${n} lines`)));
   const cut = logs.cut ? h("span", { class: "muted" }, `${logs.cut} long line(s) cut at 2,000 characters`) : null;
@@ -292,7 +300,7 @@ function groupsTable(groups) {
   return h("table", { id: "groups" },
     h("thead", {}, h("tr", {}, ["Group", "Backend", "Job", "Ready", "Pending", "Restarting", "Dead", "Restarts", "Members"].map((c) => h("th", {}, c)))),
     h("tbody", {}, groups.map((g) => h("tr", { "data-group": g.name },
-      h("td", {}, h("b", {}, g.name), h("div", { class: "muted" }, `${g.size} members`)),
+      h("td", { class: "nowrap" }, h("b", {}, g.name), h("div", { class: "muted" }, plural(g.size, "member"))),
       h("td", {}, g.source),
       h("td", {}, g.job_id ? jobLink(g.source, g.job_id, g.job_id) : "-"),
       h("td", { class: "num" }, count(g.ready, "ok")), h("td", { class: "num" }, count(g.pending, "")),
@@ -310,7 +318,7 @@ async function renderActors() {
   document.getElementById("view").replaceChildren(h("h1", {}, "Actor groups"),
     page.groups.length ? groupsTable(page.groups) : empty("No actor groups. Clients list none of their own: pass them to fray.dashboard.serve(client, groups=[...])."),
     pager(page.total, page.groups.length, (offset) => { ui.offset = offset; renderActors(); }));
-  stamp(`${page.total} groups`);
+  stamp(plural(page.total, "group"));
   schedule(renderActors, POLL_MS.actors);
 }
 
@@ -331,13 +339,15 @@ function gangCard(g) {
   });
   const keys = [...new Set(g.attempts.flatMap((a) => Object.keys(a.megascale)))].sort();
   const attempts = g.attempts.length ? h("table", { class: "megascale" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Attempt"), h("th", {}, "Outcome"), keys.map((k) => h("th", {}, k.replace("MEGASCALE_", ""))))),
+    h("thead", {}, h("tr", {}, h("th", { class: "num" }, "Attempt"), h("th", {}, "Outcome"), keys.map((k) => h("th", {}, k)))),
     h("tbody", {}, g.attempts.map((a) => h("tr", {}, h("td", { class: "num" }, text(a.attempt)), h("td", {}, pill(a.outcome)),
       keys.map((k) => h("td", { class: "mono" }, text(a.megascale[k]))))))) : h("p", { class: "note" }, "No attempt recorded.");
   return h("div", { class: "card gang", "data-gang": g.job_id },
     h("h2", {}, jobLink(g.source, g.job_id, g.job_id), " ", h("span", { class: "muted" }, `${g.tpu_type} × ${g.slices.length} slices`)),
     first === null ? h("p", { class: "muted" }, "No slice has failed.") : h("p", {}, h("b", {}, `Slice ${first} failed first.`)),
-    slices, h("h2", {}, "MEGASCALE per attempt"), attempts);
+    h("div", { class: "legend" }, ["running", "succeeded", "failed", "preempted", "stopped"].map((state) =>
+      h("span", {}, h("i", { class: `host ${state}` }), state)), h("span", {}, h("i", { class: "host failed first" }), "failed first")),
+    slices, h("h3", {}, "MEGASCALE per attempt"), attempts);
 }
 
 async function renderGangs() {
@@ -347,7 +357,7 @@ async function renderGangs() {
   document.getElementById("view").replaceChildren(h("h1", {}, "TPU gangs"),
     ...(page.gangs.length ? page.gangs.map(gangCard) : [empty("No multi-host TPU gang is described by these sources.")]),
     pager(page.total, page.gangs.length, (offset) => { ui.offset = offset; renderGangs(); }));
-  stamp(`${page.total} gangs`);
+  stamp(plural(page.total, "gang"));
   schedule(renderGangs, POLL_MS.gangs);
 }
 
