@@ -355,9 +355,10 @@ class ActorPool:
         while True:
             with self._cond:
                 counts = self._members.counts()
+                live = sum(counts[s] for s in (MemberState.READY, MemberState.STARTING))
                 busy = (
                     counts[MemberState.STARTING] + counts[MemberState.RESTARTING] > 0
-                    or bool(self._queue)
+                    or (bool(self._queue) and self._grow is not None and live < self._high)
                     or self._state is not PoolState.RUNNING
                     or (self._options.call_timeout is not None and bool(self._running))
                 )
@@ -399,7 +400,8 @@ class ActorPool:
                 self._queue.clear()
                 stop = [m for m in self._members.all if m.state is not MemberState.STOPPED]
                 for member in stop:
-                    member.state = MemberState.STOPPED
+                    if member.state is not MemberState.DEAD:  # the dead stay counted so
+                        member.state = MemberState.STOPPED
                 self._cond.notify_all()
         for item, error in fail:
             self._settle(item, None, error)
