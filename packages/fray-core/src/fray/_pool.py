@@ -117,6 +117,7 @@ class ActorPool:
         self._groups_made = len(groups)
         self._empty_since: float | None = None
         self._drain_deadline: float | None = None
+        self._look_failed = False
         self._tick()
         self._thread = threading.Thread(target=self._control, name=f"fray-pool-{name}", daemon=True)
         self._thread.start()
@@ -367,7 +368,9 @@ class ActorPool:
                 if self._tick():
                     return
             except Exception:  # a backend's status look failed: try again next time
-                logger.exception("actor pool %s: looking at its members failed", self.name)
+                log = logger.debug if self._look_failed else logger.exception
+                self._look_failed = True  # said once; a client shut down keeps failing
+                log("actor pool %s: looking at its members failed", self.name)
 
     def _tick(self) -> bool:
         """Looks at the members once and acts on what it sees; True once STOPPED."""
