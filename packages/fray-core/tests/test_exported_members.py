@@ -24,7 +24,7 @@ FRAY = {
 
 BACKEND = {
     "ActorMember", "BaseActorGroup", "BaseClient", "BaseJobHandle", "Capabilities",
-    "ClientSpec", "HostedActorHandle", "JobRecord", "LogBuffer", "Outcome", "Phase",
+    "ClientSpec", "HostedActorHandle", "JobRecord", "LogBuffer", "Observed", "Outcome", "Phase",
     "PrefixedSink", "ShutdownEvent", "binding", "capabilities_of", "capture_into",
     "client_from_spec", "isolated_backends", "masker", "parse_client_spec", "register_backend",
     "resource_limit", "restart_allowed",
