@@ -17,7 +17,7 @@ import heapq
 import itertools
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fray._secrets import REDACTED, is_secret_name, masker
@@ -75,8 +75,8 @@ def _first_line(text: str | None, limit: int = _REASON_CHARS) -> str | None:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _newest_first(item: tuple[float, int, JobInfo]) -> float:
-    return -item[0]
+def _newest_first(item: tuple[JobInfo, int]) -> float:
+    return -(item[0].submitted_at or 0.0)
 
 
 def _matching(
@@ -182,22 +182,24 @@ class Dashboard:
         offset, limit = _paging(query)
         state, prefix, parent = _state(query), query.get("prefix", ""), query.get("parent") or None
         answers, errors = self._ask(lambda source: source.jobs(), query.get("source"))
-        total, lists = 0, list[list[tuple[float, int, JobInfo]]]()
+        total, tagged = 0, list[Iterator[tuple[JobInfo, int]]]()
         for index, (_source, infos) in enumerate(answers):
             found = _matching(infos, parent, state, prefix)
             total += len(found)
-            lists.append([(info.submitted_at or 0.0, index, info) for info in found])
-        # Each source lists its jobs oldest first: merged newest first without a sort.
-        merged = heapq.merge(*lists, key=_newest_first)
+            tagged.append(zip(found, itertools.repeat(index)))
+        # Each source lists its jobs oldest first: merged newest first, lazily (no sort, and
+        # only the rows up to the page's end are touched).
+        merged = heapq.merge(*tagged, key=_newest_first)
         page = list(itertools.islice(merged, offset, offset + limit))
-        counts = {i: _child_counts(answers[i][1]) for i in {index for _, index, _ in page}}
-        rows = [self._row(answers[i][0], info, counts[i]) for _, i, info in page]
+        counts = {i: _child_counts(answers[i][1]) for i in {index for _, index in page}}
+        rows = [self._row(answers[i][0], info, counts[i]) for info, i in page]
         return {"jobs": rows, "total": total, "offset": offset, "limit": limit, "errors": errors}
 
     def _row(self, source: Source, info: JobInfo, children: Mapping[str, int]) -> dict[str, Any]:
         reason = info.error or (info.pending_reason if info.status is JobStatus.PENDING else None)
         lost = [a for a in info.attempt_history if a.outcome != "succeeded"]
-        if reason is None and lost:  # it recovered (or runs again): what the last loss was
+        if lost and (reason is None or info.status is JobStatus.SUCCEEDED):
+            # it recovered (or runs again): what it lost last
             last = lost[-1]
             reason = f"attempt {last.attempt} {last.outcome.replace('_', ' ')}"
             reason += f": {last.error}" if last.error else ""

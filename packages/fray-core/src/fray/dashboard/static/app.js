@@ -176,12 +176,9 @@ function pager(total, shown, go) {
 
 async function renderJobs() {
   const f = ui.filters;
-  const [sources, page] = await Promise.all([
-    api("sources"),
-    api("jobs", { source: f.source, state: f.state, prefix: f.prefix, offset: ui.offset, limit: PAGE }),
-  ]);
-  ui.sources = sources.sources;
-  banners([...sources.errors, ...page.errors.filter((e) => !sources.errors.some((s) => s.source === e.source))]);
+  if (!ui.sources.length) ui.sources = (await api("sources")).sources;  // their names, once
+  const page = await api("jobs", { source: f.source, state: f.state, prefix: f.prefix, offset: ui.offset, limit: PAGE });
+  banners(page.errors);
   const body = [];
   for (const job of page.jobs) body.push(...await jobRows(job, 0));
   const head = h("tr", {}, h("th", {}), h("th", {}, "State"), h("th", {}, "Job"), h("th", {}, "Backend"),
