@@ -126,6 +126,8 @@ class IrisActorGroup(BaseActorGroup):
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
             ended = JobStatus.FAILED, error
+        elif tasks and finished == {str(i) for i in tasks}:
+            ended = JobStatus.PENDING, None  # the job ends with its tasks: its record says how
         for member in live:
             if str(member.index) in ready:
                 member.set_status(JobStatus.RUNNING)
@@ -270,7 +272,8 @@ class IrisActorHandle:
         self._group = group
         self._raw: Any = None  # an Iris client of its own, outside a job and a group
         self._rpc: Any = None
-        self._fresh_connections = False  # after an interrupted call, see _client
+        # After an interrupted call, a connection pool of its own (see _client).
+        self._http: SyncClient | None = None
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending = 0
@@ -355,11 +358,8 @@ class IrisActorHandle:
             with translate_errors(f"resolve actor {self.name}"):
                 found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
             if found:
-                # After an interruption, new connections: the shared pool may still hold one
-                # to the dead process, and a call written to it fails as if the new one died.
-                http = SyncClient(SyncHTTPTransport()) if self._fresh_connections else None
                 self._rpc = ActorServiceClientSync(
-                    address=found, timeout_ms=None, accept_compression=[], http_client=http
+                    address=found, timeout_ms=None, accept_compression=[], http_client=self._http
                 )
         return self._rpc
 
@@ -371,7 +371,10 @@ class IrisActorHandle:
             rpc = self._client()
             return (rpc.call(request) if rpc is not None else None), None
         except ConnectError as err:
-            self._rpc, self._fresh_connections = None, True
+            self._rpc = None
+            # New connections from now on: the shared pool may still hold one to the dead
+            # process, and a call written to it fails as if the new one died.
+            self._http = SyncClient(SyncHTTPTransport())
             return None, err
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -168,8 +168,9 @@ class IrisClient(BaseClient):
         self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
         self._watch_cond = threading.Condition()
         self._watched: dict[int, JobRecord] = {}
-        self._watching = False  # whether the watcher thread runs
-        self._watch_delay = POLL_FIRST_S
+        self._watcher: threading.Thread | None = None  # runs while jobs are watched
+        self._watch_delay = POLL_FIRST_S  # the pause before the watcher's next round
+        self._next_look = 0.0  # when its next round starts (monotonic seconds)
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> IrisClient:
@@ -248,6 +249,8 @@ class IrisClient(BaseClient):
                 raise InvalidRequestError(why, field="resources", allowed=why) from err
             raise
         data.wire = submitted.job_id
+        data.entrypoint = None  # Iris has them: a finished job keeps little in memory
+        data.submit_args = {}
         job.begin()
         self._watch(job)
 
@@ -292,17 +295,17 @@ class IrisClient(BaseClient):
                 if live:
                     return
             tasks = line.tasks(self.iris, wire)
-        seen = observed(view, tasks)
         request = job.request
         if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
-            job.observe(seen)  # its counts; it ends as the engine ends an unplaced attempt
+            job.observe(observed(view, tasks))  # it ends as the engine ends an unplaced attempt
             job.settle(Outcome.unplaced(job.data.pending_reason or convert.pending_reason(view)))
             return
         status = job_status(view.state)
+        cause = None
+        error = view.error or None
         if status is JobStatus.FAILED:
             cause, error = self._failure(job, view)
-            seen = seen._replace(cause=cause, error=error)
-        job.observe(seen._replace(status=status))
+        job.observe(observed(view, tasks, status, cause, error))
 
     def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
         """The user's exception (where a task stored one) and the text to report."""
@@ -347,38 +350,50 @@ class IrisClient(BaseClient):
         return STOP_GRACE_S
 
     def _watch(self, job: JobRecord) -> None:
-        """Watches ``job`` until it has ended (and looks soon)."""
+        """Watches ``job`` until it has ended, looking soon (the watcher starts if need be)."""
         with self._watch_cond:
             self._watched[id(job)] = job
-            self._watch_delay = POLL_FIRST_S
-            self._watch_cond.notify()
-            if not self._watching:
-                self._watching = True
-                watcher = threading.Thread(
+            self._look_soon()
+            if self._watcher is None:
+                self._watcher = threading.Thread(
                     target=self._watch_jobs, name="fray-iris-watch", daemon=True
                 )
-                watcher.start()
+                self._watcher.start()
+
+    def _look_soon(self) -> None:
+        """Under the watcher's lock: its next round in :data:`POLL_FIRST_S` at most (jobs
+        submitted together are asked about in one round)."""
+        self._watch_delay = POLL_FIRST_S
+        self._next_look = min(self._next_look, time.monotonic() + POLL_FIRST_S)
+        self._watch_cond.notify()
 
     def _watch_jobs(self) -> None:
-        """The one thread that asks about every watched job, in one call a round."""
+        """The one thread that asks about every watched job, in one call a round (per 1,000
+        jobs), at most every :data:`POLL_FIRST_S` and at least every :data:`POLL_MAX_S`."""
         while True:
             with self._watch_cond:
                 self._watched = {k: j for k, j in self._watched.items() if not j.is_done}
                 if not self._watched:
-                    self._watching = False
+                    self._watcher = None
                     return
-                self._watch_cond.wait(self._watch_delay)
+                while (left := self._next_look - time.monotonic()) > 0:
+                    self._watch_cond.wait(left)
                 self._watch_delay = min(self._watch_delay * 1.5, POLL_MAX_S)
+                self._next_look = time.monotonic() + self._watch_delay
                 jobs = [j for j in self._watched.values() if not j.is_done]
+            moved = False
             try:
                 with self._asking("status of jobs"):
                     states = line.states(self.iris, [j.data.iris_id for j in jobs])
                 for job in jobs:
                     state = states.get(job.data.iris_id.to_wire())
                     if state is not None and not job.is_done and self._apply(job, state):
-                        self._watch_delay = POLL_FIRST_S  # a job moved on: look again soon
+                        moved = True
             except FrayError as exc:  # waiters ask for themselves, and see why
                 logger.debug("watching Iris jobs failed: %s", exc)
+            if moved:  # a job moved on: look again soon
+                with self._watch_cond:
+                    self._look_soon()
 
     def _result(self, job: JobRecord) -> Any:
         """The value each replica stored (one replica: the value itself)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from iris.cluster.types import JobName
 
+from fray import JobStatus
 from fray.backend import Observed
 from fray_iris import _convert as convert
 from fray_iris._views import JobView, TaskView
@@ -21,8 +22,8 @@ class IrisJob:
     """A record's ``data`` for its whole life: what to submit, then what Iris said of the job.
 
     Attributes:
-        entrypoint: What Iris runs (``None`` for a job found by id).
-        submit_args: ``IrisClient.submit``'s other arguments but the name.
+        entrypoint: What Iris runs, until it is submitted (``None`` for a job found by id).
+        submit_args: ``IrisClient.submit``'s other arguments but the name (until then).
         wire: The Iris job id, once Iris has the job (``None`` before).
         pending_reason: Iris's last reason for not placing the job.
         pending_at: When that reason was asked for (monotonic seconds).
@@ -61,15 +62,25 @@ class IrisJob:
         return self.lines[children]
 
 
-def observed(view: JobView, tasks: list[TaskView]) -> Observed:
-    """What Iris says of a job, for its record: counts, when it started, its replicas, and
-    the exit code (a failed task's, else the job's); its tasks say how many attempts began."""
+def observed(
+    view: JobView,
+    tasks: list[TaskView],
+    status: JobStatus | None = None,
+    cause: BaseException | None = None,
+    error: str | None = None,
+) -> Observed:
+    """What Iris says of a job, for its record: counts, when it started, its replicas, the
+    exit code (a failed task's, else the job's) and, once it ended, its final ``status``
+    (with the ``cause`` and ``error`` of a failure); its tasks say how many attempts began."""
     codes = [task.exit_code for task in tasks if task.exit_code]
     return Observed(
+        status=status,
         attempts=max([convert.attempts(view), *(task.attempts for task in tasks)]),
         failures=view.failures,
         preemptions=view.preemptions,
         replicas=len(tasks) or view.tasks or None,
         started_at=view.started_at,
         exit_code=codes[0] if codes else view.exit_code,
+        error=error,
+        cause=cause,
     )
