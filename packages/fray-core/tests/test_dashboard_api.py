@@ -390,3 +390,46 @@ def test_fray_dashboard_reports_a_bad_spec_and_a_taken_port(
         assert main(["dashboard", "--port", port]) == 1
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "hint: --port 0 picks a free port" in err
+
+
+class _Counting:
+    """A client that counts its listings."""
+
+    scheme = "counting"
+
+    def __init__(self, client: LocalClient) -> None:
+        self.client, self.listings = client, 0
+
+    def list_jobs(self) -> list[JobInfo]:
+        self.listings += 1
+        return self.client.list_jobs()
+
+    def get_job(self, job_id: str) -> Any:
+        return self.client.get_job(job_id)
+
+
+@pytest.mark.parametrize(("max_age", "listings"), [(60.0, 1), (0.0, 3)])
+def test_a_page_refresh_lists_a_live_client_once(
+    local: LocalClient, max_age: float, listings: int
+) -> None:
+    counting = _Counting(local)
+    dashboard = Dashboard([ClientSource(counting, max_age=max_age)])
+    try:
+        (parent,) = [r for r in dashboard.jobs({})["jobs"] if r["name"] == "parent"]
+        assert dashboard.jobs({"parent": parent["id"]})["total"] == 3
+        assert dashboard.job(parent["id"], {})["children"]["total"] == 3
+    finally:
+        dashboard.close()
+    assert counting.listings == listings
+
+
+def test_without_the_extra_the_error_is_the_install_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FRAY_STATE_DIR", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if it were not installed
+    assert main(["dashboard", "--port", "0"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "fray dashboard: error: the dashboard needs Starlette and uvicorn (uvicorn is missing): "
+        'pip install "fray-core[dashboard]"'
+    ]

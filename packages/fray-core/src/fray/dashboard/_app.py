@@ -136,7 +136,7 @@ class DashboardServer:
         import uvicorn
 
         self.dashboard = dashboard
-        allowed = [*_LOOPBACK_NAMES, "testserver"] if is_loopback(host) else None
+        allowed = _LOOPBACK_NAMES if is_loopback(host) else None
         app = create_app(dashboard, allowed_hosts=allowed)
         self._socket = listen(host, port)
         bound = self._socket.getsockname()[1]
