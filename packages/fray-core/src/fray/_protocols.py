@@ -172,18 +172,11 @@ class ActorGroup(Protocol):
         ``ActorDiedError``."""
         ...
 
-    def pool(
-        self,
-        *,
-        max_item_retries: int = 3,
-        idempotent: bool = False,
-        call_timeout: float | None = None,
-        max_in_flight_per_member: int = 1,
-        no_members_timeout: float = 60.0,
-    ) -> ActorPool:
+    def pool(self, **options: Any) -> ActorPool:
         """An :class:`~fray.ActorPool` over this group's members: items go to whichever is
         free; it neither grows nor shrinks the group, and its ``shutdown`` leaves the group
-        running. See ``Client.create_actor_pool`` for the options.
+        running. The options are ``create_actor_pool``'s but the sizes, ``resources``,
+        ``actor_config`` and ``idle_timeout``.
 
         Raises:
             InvalidRequestError: A bad option, naming it and what is allowed.
@@ -248,43 +241,26 @@ class Client(Protocol):
         ...
 
     def create_actor_pool(
-        self,
-        actor_class: type[Any],
-        *args: Any,
-        name: str,
-        min_workers: int = 1,
-        max_workers: int | None = None,
-        resources: ResourceConfig | None = None,
-        actor_config: ActorConfig | None = None,
-        idle_timeout: float = 60.0,
-        max_item_retries: int = 3,
-        no_members_timeout: float = 60.0,
-        max_in_flight_per_member: int = 1,
-        idempotent: bool = False,
-        call_timeout: float | None = None,
-        **kwargs: Any,
+        self, actor_class: type[Any], *args: Any, name: str, **options: Any
     ) -> ActorPool:
         """Starts an :class:`~fray.ActorPool` of ``actor_class(*args, **kwargs)`` actors and
         returns at once (items wait for the first member).
 
         Args:
             actor_class: The members' class; each member builds one instance.
+            *args: The constructor's arguments.
             name: The pool's name; its members are ``{name}-{k}-0``.
-            min_workers: Members kept at all times (0: none until items come).
-            max_workers: The most members; it grows while items wait (default:
-                ``min_workers``, at least 1).
-            resources: What each member needs.
-            actor_config: Each member's actor settings (restarts, concurrency).
-            idle_timeout: Seconds a member may sit idle before it is stopped (never below
-                ``min_workers``).
-            max_item_retries: Times an item is sent again after its member died or could
-                not be reached (a poison item then fails; the others go on).
-            no_members_timeout: Seconds with no member ready, starting or restarting (and
-                none that can be added) after which every pending item fails.
-            max_in_flight_per_member: Items sent to one member at a time.
-            idempotent: Whether an item that timed out may run again on another member.
-            call_timeout: Seconds an item may run on a member (``None``: no limit).
-            **kwargs: The constructor's keyword arguments.
+            **options: The pool's options, the rest are the constructor's keyword arguments:
+                ``min_workers`` (1: members kept at all times; 0: none until items come),
+                ``max_workers`` (the most members, reached while items wait; default
+                ``min_workers``, at least 1), ``resources`` and ``actor_config`` (each
+                member's), ``idle_timeout`` (60 s: an idle member is stopped, never below
+                ``min_workers``), ``max_item_retries`` (3: times an item is sent again after
+                its member died or could not be reached), ``no_members_timeout`` (60 s with
+                no member ready, starting or restarting, and none that can be added: every
+                pending item fails), ``max_in_flight_per_member`` (1), ``idempotent``
+                (False: whether an item that timed out may run again) and ``call_timeout``
+                (None: seconds an item may run on a member).
 
         Raises:
             InvalidRequestError: A bad argument, naming it and what is allowed.

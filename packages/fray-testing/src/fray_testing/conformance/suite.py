@@ -19,24 +19,6 @@ from fray_testing.conformance.termination import TerminationTests
 
 __all__ = ["ALL_TEST_CLASSES", "BackendConformance"]
 
-ALL_TEST_CLASSES: tuple[type[ConformanceTests], ...] = (
-    JobTests,
-    FailureTests,
-    TerminationTests,
-    LogTests,
-    ResultTests,
-    NestedJobTests,
-    ActorTests,
-    ActorGroupTests,
-    HostedActorTests,
-    ActorLifecycleTests,
-    PicklingTests,
-    RetryTests,
-    ResourceValidationTests,
-    PoolTests,
-)
-"""The topic classes, in the order the suite presents them."""
-
 
 class BackendConformance(
     JobTests,
@@ -55,3 +37,7 @@ class BackendConformance(
     PoolTests,
 ):
     """The whole suite in one class, for backends that adopt everything at once."""
+
+
+ALL_TEST_CLASSES: tuple[type[ConformanceTests], ...] = BackendConformance.__bases__
+"""The topic classes, in the order the suite presents them."""
