@@ -85,9 +85,11 @@ def test_create_actor_pool_names_the_bad_field(
 
 def test_bad_calls_name_the_field(client: LocalClient) -> None:
     group = client.create_actor_group(Gate, name="g", count=1)
-    with pytest.raises(InvalidRequestError) as caught:
-        group.pool(idle_timeout=5)
-    assert caught.value.field == "idle_timeout"
+    for option in ("idle_timeout", "max_retries"):
+        with pytest.raises(InvalidRequestError) as caught:
+            group.pool(**{option: 5})
+        assert caught.value.field == option
+        assert "max_item_retries" in caught.value.allowed
     with group.pool() as pool:
         for call, field in [
             (lambda: pool.submit(3), "method"),

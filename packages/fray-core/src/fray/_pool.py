@@ -28,6 +28,7 @@ How it works:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import logging
 import math
@@ -485,10 +486,12 @@ class ActorPool:
 def pool_over_group(group: Any, **options: Any) -> ActorPool:
     """``group.pool(**options)``: a pool over an existing group's members (the options are
     :class:`~fray._pool_parts.PoolOptions`' fields, but ``idle_timeout``)."""
-    if "idle_timeout" in options:
-        raise InvalidRequestError.for_field(
-            "idle_timeout", options["idle_timeout"], "a pool over a group never shrinks it"
-        )
+    known = [f.name for f in dataclasses.fields(PoolOptions) if f.name != "idle_timeout"]
+    for key, value in options.items():
+        if key not in known:
+            raise InvalidRequestError.for_field(
+                key, value, f"group.pool() takes only {', '.join(known)}"
+            )
     return ActorPool(group.name, PoolOptions(**options), [group])
 
 
