@@ -24,6 +24,7 @@ from fray_testing.conformance import (
     LogTests,
     NestedJobTests,
     PicklingTests,
+    PoolTests,
     ResourceValidationTests,
     ResultTests,
     RetryTests,
@@ -98,4 +99,8 @@ class TestFakeRetries(FakeBackend, RetryTests):
 
 
 class TestFakeResourceValidation(FakeBackend, ResourceValidationTests):
+    pass
+
+
+class TestFakePools(FakeBackend, PoolTests):
     pass

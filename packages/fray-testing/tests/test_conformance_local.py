@@ -18,6 +18,7 @@ from fray_testing.conformance import (
     LogTests,
     NestedJobTests,
     PicklingTests,
+    PoolTests,
     ResourceValidationTests,
     ResultTests,
     RetryTests,
@@ -85,4 +86,8 @@ class TestLocalRetries(LocalBackend, RetryTests):
 
 
 class TestLocalResourceValidation(LocalBackend, ResourceValidationTests):
+    pass
+
+
+class TestLocalPools(LocalBackend, PoolTests):
     pass
