@@ -20,6 +20,7 @@ from fray_testing.conformance import (
     LogTests,
     NestedJobTests,
     PicklingTests,
+    PoolTests,
     ResourceValidationTests,
     ResultTests,
     RetryTests,
@@ -103,4 +104,8 @@ class TestIrisHostedActors(IrisBackend, HostedActorTests):
 
 
 class TestIrisActorLifecycle(IrisBackend, ActorLifecycleTests):
+    pass
+
+
+class TestIrisPools(IrisBackend, PoolTests):
     pass

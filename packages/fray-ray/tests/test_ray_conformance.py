@@ -22,6 +22,7 @@ from fray_testing.conformance import (
     LogTests,
     NestedJobTests,
     PicklingTests,
+    PoolTests,
     ResourceValidationTests,
     ResultTests,
     RetryTests,
@@ -94,4 +95,8 @@ class TestRayRetries(RayBackend, RetryTests):
 
 
 class TestRayResourceValidation(RayBackend, ResourceValidationTests):
+    pass
+
+
+class TestRayPools(RayBackend, PoolTests):
     pass
