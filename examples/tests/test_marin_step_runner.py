@@ -1,5 +1,5 @@
-"""Marin's ``StepRunner`` (``marin.execution.step_runner``, marin-core 0.2.227) on Fray's local
-backend, unchanged: the step runner behind every Marin experiment.
+"""Marin's ``StepRunner`` (``marin.execution.step_runner``, marin-core 0.2.227) on Fray's local,
+Ray and Iris backends, unchanged: the step runner behind every Marin experiment.
 
 Run by ``nox -s compat-3.12``, which installs marin-core 0.2.227 beside fray-core with its
 pinned ``marin-fray`` left out; sessions without marin-core skip this module. A graph of three
@@ -7,19 +7,24 @@ steps takes each of the runner's three ways to run a step:
 
 * ``numbers``: a plain callable, run in the runner's own thread pool and followed through
   ``LocalJobHandle(job_id, future)`` over that pool's future;
-* ``squares``: a step with ``resources``, submitted as a Fray job (``JobRequest`` with
-  ``create_environment(...)``) and waited on with ``wait(raise_on_failure=True)``;
+* ``squares``: a step with ``resources`` that size its disk (``disk="1g"``, as Marin's steps
+  do), submitted as a Fray job (``JobRequest`` with ``create_environment(...)``, whose
+  workspace is the current directory) and waited on with ``wait(raise_on_failure=True)``;
 * ``total``: a ``marin.execution.remote`` callable (``RemoteCallable``) with ``env_vars``,
   submitted as a Fray job with them.
 
 Each step reads its dependency's output, so the order is checked by the values; each records
-where it ran, and the runner saves what it returns next to its output.
+where it ran, and the runner saves what it returns next to its output. On Ray the disk is
+not reserved (no node advertises it) and the client says so once; the workspace is the
+driver's own directory, so no task asks Ray to ship it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import secrets
 import sys
 import threading
 from collections.abc import Iterator
@@ -45,9 +50,13 @@ from marin.execution.step_spec import StepSpec
 from marin.execution.step_status import STATUS_FAILED, STATUS_SUCCESS, StatusFile
 
 import fray
+from fray.backend import client_from_spec
 from fray.current_client import set_current_client
 from fray.local_backend import LocalClient
 from fray.types import JobStatus, ResourceConfig
+
+# The fixtures (examples/tests/conftest.py): `backend` is each backend in turn.
+Backend = Any
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -116,20 +125,29 @@ class Total:
 
 
 @pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalClient]:
-    """A local client set as the current one (the runner captures it for its threads)."""
+def client(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A client of ``backend`` set as the current one (the runner captures it for its
+    threads), as a Marin driver gets it."""
     for name, value in MARIN_JOB_DEFAULTS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv(STEP_VAR, raising=False)
     # A job in a process of its own unpickles its callable there, where this module is not
     # importable: ship it by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    local = LocalClient()
+    if backend.name == "local":
+        made: Any = LocalClient()
+    elif backend.name == "ray":
+        from fray_ray import RayClient
+
+        monkeypatch.setenv("RAY_ADDRESS", backend.env["RAY_ADDRESS"])
+        made = RayClient(namespace=f"steps-{secrets.token_hex(4)}", echo_logs=False)
+    else:
+        made = client_from_spec(backend.spec)
     try:
-        with set_current_client(local):
-            yield local
+        with set_current_client(made):
+            yield made
     finally:
-        local.shutdown()
+        made.shutdown()  # a RayClient that connected this process disconnects it
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
@@ -140,7 +158,7 @@ def graph(prefix: Path) -> tuple[StepSpec, StepSpec, StepSpec]:
         output_path_prefix=str(prefix),
         deps=[numbers],
         fn=Squares(numbers),
-        resources=ResourceConfig.with_cpu(cpu=1, ram="1g"),
+        resources=ResourceConfig.with_cpu(cpu=1, ram="256m", disk="1g"),
     )
     total = StepSpec(
         name="total",
@@ -158,11 +176,19 @@ def result(step: StepSpec) -> dict[str, Any]:
     return record.result
 
 
-def test_step_runner_runs_a_three_step_graph(client: LocalClient, tmp_path: Path) -> None:
+def _step_jobs(client: Any) -> dict[str, Any]:
+    """The client's jobs that ran steps (by id)."""
+    return {i.job_id: i for i in client.list_jobs() if i.name.startswith(("squares", "total"))}
+
+
+def test_step_runner_runs_a_three_step_graph(
+    backend: Backend, client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     numbers, squares, total = graph(tmp_path)
     assert isinstance(total.fn, RemoteCallable)
 
-    StepRunner().run([total])  # its dependencies are scheduled first
+    with caplog.at_level(logging.WARNING):
+        StepRunner().run([total])  # its dependencies are scheduled first
 
     for step in (numbers, squares, total):
         assert StatusFile(step.output_path, worker_id="test").status == STATUS_SUCCESS
@@ -174,21 +200,26 @@ def test_step_runner_runs_a_three_step_graph(client: LocalClient, tmp_path: Path
     assert ran["thread"].startswith("marin-step-runner")
     assert ran["job"] is None
     # squares and total: Fray jobs of the client set above, which succeeded.
-    jobs = {info.job_id: info for info in client.list_jobs()}
+    jobs = _step_jobs(client)
     ran = result(squares)
     assert ran["job"] in jobs and jobs[ran["job"]].name.startswith("squares_")
-    assert ran["pid"] == os.getpid()  # the driver has create_environment's variables
+    if backend.name == "local":
+        assert ran["pid"] == os.getpid()  # the driver has create_environment's variables
+    else:
+        assert ran["pid"] != os.getpid()  # a worker (Ray) or task process (Iris)
     ran = result(total)
     assert ran["job"] in jobs and jobs[ran["job"]].name.startswith("total")
     assert ran["env"] == "total"  # the RemoteCallable's env_vars reached its job
     assert ran["pid"] != os.getpid()  # ... which ran in a process of its own to set them
     assert len(jobs) == 2
     assert all(info.status is JobStatus.SUCCEEDED for info in jobs.values())
+    disk_notes = [r for r in caplog.records if "resources.disk='1g'" in r.getMessage()]
+    assert len(disk_notes) == (1 if backend.name == "ray" else 0)  # Ray only notes it, once
 
     # A second run finds every output built: nothing runs, no job is submitted.
     before = {p: os.stat(os.path.join(p, ".artifact.json")).st_mtime_ns for p in _paths(total)}
     StepRunner().run(graph(tmp_path)[2:])
-    assert len(client.list_jobs()) == 2
+    assert len(_step_jobs(client)) == 2
     after = {p: os.stat(os.path.join(p, ".artifact.json")).st_mtime_ns for p in _paths(total)}
     assert after == before
 
@@ -198,13 +229,13 @@ def _paths(step: StepSpec) -> list[str]:
 
 
 def test_a_failed_step_fails_the_run_and_its_dependents_never_run(
-    client: LocalClient, tmp_path: Path
+    client: Any, tmp_path: Path
 ) -> None:
     broken = StepSpec(
         name="broken",
         output_path_prefix=str(tmp_path),
         fn=fail,
-        resources=ResourceConfig.with_cpu(cpu=1, ram="1g"),
+        resources=ResourceConfig.with_cpu(cpu=1, ram="256m"),
     )
     after = StepSpec(name="after", output_path_prefix=str(tmp_path), deps=[broken], fn=make_numbers)
 
@@ -217,8 +248,8 @@ def test_a_failed_step_fails_the_run_and_its_dependents_never_run(
         chain.append(error)
         error = error.__cause__ or error.__context__
     assert any(isinstance(e, fray.JobFailedError) for e in chain), chain
-    assert any(isinstance(e, ValueError) and "no input for broken" in str(e) for e in chain), chain
+    assert any("no input for broken" in str(e) for e in chain), chain
     assert StatusFile(broken.output_path, worker_id="test").status == STATUS_FAILED
     assert not os.path.exists(os.path.join(after.output_path, "numbers.json"))
-    (job,) = client.list_jobs()
-    assert job.status is JobStatus.FAILED and job.name.startswith("broken_")
+    (job,) = [i for i in client.list_jobs() if i.name.startswith("broken_")]
+    assert job.status is JobStatus.FAILED

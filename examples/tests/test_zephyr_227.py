@@ -1,5 +1,6 @@
 """Marin's Zephyr 0.2.227 (the line Marin runs today, Python 3.12) on Fray: the pipelines of
-``examples/zephyr_pipeline.py --more`` on local, Ray and Iris.
+``examples/zephyr_pipeline.py --more`` on local, Ray and Iris, and on Ray a pipeline whose
+workers size their disk (``disk="10g"``, as ``marin/datakit/download/*.py`` does).
 
 Run by ``nox -s compat-3.12``, which installs ``marin-zephyr`` 0.2.227 beside fray-core with
 its pinned ``marin-fray`` left out; other sessions (no Zephyr, or 0.2.20) skip this module.
@@ -12,6 +13,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
+import secrets
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -102,4 +106,53 @@ def test_zephyr_227_pipelines(backend: Backend, example: Example, tmp_path: Path
         assert logged == [], "\n".join(
             f"{w['logger']}.{w['function']}: {w['message']}" for w in logged
         )
+    backend.after_run()
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+def each(chunk: list[int]) -> list[int]:
+    return chunk
+
+
+@pytest.mark.parametrize("backend", ["ray"], indirect=True)
+def test_zephyr_227_workers_that_size_their_disk_run_on_ray(
+    backend: Backend, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: Any
+) -> None:
+    # Zephyr's workers ask for disk="10g"; no node of the test's Ray advertises a 'disk'
+    # resource: the pipeline runs all the same, and the client says once that Ray does not
+    # reserve it (Fray refused such a request before).
+    import cloudpickle
+    from zephyr.context import ZephyrContext
+    from zephyr.dataset import Dataset
+
+    from fray.current_client import set_current_client
+    from fray.types import ResourceConfig
+    from fray_ray import RayClient
+
+    monkeypatch.setenv("RAY_ADDRESS", backend.env["RAY_ADDRESS"])
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # not importable on workers
+    client = RayClient(namespace=f"disk-{secrets.token_hex(4)}", echo_logs=False)
+    try:
+        with set_current_client(client), caplog.at_level(logging.WARNING):
+            ctx = ZephyrContext(
+                client=client,
+                max_workers=2,
+                resources=ResourceConfig(cpu=1, ram="512m", disk="10g"),
+                chunk_storage_prefix=str(tmp_path / "chunks"),
+                name="sized",
+                max_execution_retries=1,
+            )
+            with ctx:
+                pipeline = Dataset.from_list([[1, 2], [3, 4], [5]]).flat_map(each).map(double)
+                results = sorted(ctx.execute(pipeline).results)
+    finally:
+        client.shutdown()  # it connected this process to the module's Ray: disconnects it
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert results == [2, 4, 6, 8, 10]
+    notes = [r.getMessage() for r in caplog.records if "resources.disk='10g'" in r.getMessage()]
+    assert len(notes) == 1, notes
+    assert "Ray does not reserve disk" in notes[0]
     backend.after_run()

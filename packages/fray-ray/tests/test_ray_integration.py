@@ -728,3 +728,50 @@ def test_a_command_job_waits_for_a_job_agent_that_is_not_up_yet(client: RayClien
     assert len(refusals) == 2
     assert "submitted" in list(job.logs())
     assert job.info().attempts == 1
+
+
+# Each command records when it ran (start and end, one line), holding for a moment.
+OVERLAP_COMMAND = (
+    "import sys, time; s = time.time(); time.sleep(0.3); "
+    "open(sys.argv[1], 'a').write(f'{s} {time.time()}\\n')"
+)
+
+
+def test_command_jobs_beyond_the_cap_wait_in_the_driver_and_all_finish(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    # Each command job is a Ray job with a supervisor on the head node: a client keeps at
+    # most max_command_jobs of them in Ray's Jobs API; the others are queued in the driver
+    # (their pending reason names the cap) and all finish.
+    import time
+
+    from fray import wait_all
+
+    cap, count = 2, 8
+    ran = tmp_path / "ran"
+    with RayClient(namespace="capped", echo_logs=False, max_command_jobs=cap) as client:
+        handles = [
+            client.submit(
+                JobRequest(
+                    name=f"cmd-{i}",
+                    entrypoint=Entrypoint.from_command(
+                        sys.executable, "-c", OVERLAP_COMMAND, str(ran)
+                    ),
+                    resources=ResourceConfig(cpu=0.1, ram="0"),
+                )
+            )
+            for i in range(count)
+        ]
+        deadline = time.monotonic() + 60
+        while f"max_command_jobs={cap}" not in (handles[-1].info().pending_reason or ""):
+            assert time.monotonic() < deadline, handles[-1].info()
+            time.sleep(0.05)  # bounded poll: the client's polling thread queues it
+        assert wait_all(handles, timeout=600) == [JobStatus.SUCCEEDED] * count
+    spans = [tuple(map(float, line.split())) for line in ran.read_text().splitlines()]
+    assert len(spans) == count
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _when, step in edges:
+        running += step
+        most = max(most, running)
+    assert most <= cap

@@ -194,3 +194,11 @@ def test_history_keeps_unfinished_jobs_and_the_last_finished(
 
 def request(fn: Any, *args: Any, name: str) -> JobRequest:
     return JobRequest(name=name, entrypoint=Entrypoint.from_callable(fn, args), resources=SMALL)
+
+
+def test_max_command_jobs_is_checked(ray_cluster: str) -> None:
+    from fray.errors import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError) as caught:
+        RayClient(max_command_jobs=0)
+    assert caught.value.field == "max_command_jobs"

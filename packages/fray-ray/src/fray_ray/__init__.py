@@ -9,7 +9,7 @@ already running inside Ray gets it from ``fray.current_client()`` without a spec
 from fray_ray._actors import RayActorFuture, RayActorGroup, RayActorHandle
 from fray_ray._client import RayClient
 from fray_ray._convert import HEAD_NODE_RESOURCE, environment_runtime_env
-from fray_ray._kind import JobKind, KindClient, RayJobHandle
+from fray_ray._kinds import JobKind, KindClient, RayJobHandle
 
 __all__ = [
     "HEAD_NODE_RESOURCE",

@@ -32,12 +32,11 @@ from fray_ray._convert import (
 )
 from fray_ray._convert import runtime_env as make_runtime_env
 from fray_ray._host import LIFETIME_GROUP, host_class
-from fray_ray._jobs import CommandJob, FoundJob, Poller, api_job_info
-from fray_ray._kind import KindClient, RayJobHandle
+from fray_ray._jobs import CommandJob, CommandSlots, FoundJob, Poller, api_job_info
+from fray_ray._kinds import CallableJob, KindClient, RayJobHandle, TaskShape, Watcher, await_ends
 from fray_ray._placement import cluster_view
 from fray_ray._registry import RegistryLink, driver_registry, forget_registries
 from fray_ray._session import RaySession
-from fray_ray._tasks import CallableJob, TaskShape, Watcher, await_ends
 from fray_ray._worker import runner
 
 __all__ = ["RayClient", "RayJobHandle", "job_client"]
@@ -45,6 +44,7 @@ __all__ = ["RayClient", "RayJobHandle", "job_client"]
 logger = logging.getLogger("fray.ray")
 
 DEFAULT_NAMESPACE = "fray"
+DEFAULT_MAX_COMMAND_JOBS = 16  # command jobs of one client in Ray's Jobs API at once
 _ONE_JOB_SLICE_S = 1.0  # a waiter's longest single ray.wait: terminate and Ctrl-C are noticed
 _MANY_JOBS_SLICE_S = 0.1  # the same for wait_all (it fails fast on the first failure)
 
@@ -92,9 +92,13 @@ class RayClient(KindClient):
         address: A Ray address (``"ray://host:port"`` for Ray Client, ``"host:port"`` or
             ``"auto"``); ``None`` uses the Ray this process is already connected to, else
             ``RAY_ADDRESS``, else starts a local Ray (with the dashboard, for command jobs,
-            and a ``head_node`` resource) that :meth:`shutdown` stops again.
+            and a ``head_node`` resource). :meth:`shutdown` ends a connection the client
+            made (and stops a Ray it started); one it found made is left as it was.
         namespace: Where this client's actors and job registry live (``"fray"``).
         echo_logs: Also print job output in the workers (Ray forwards it to the driver).
+        max_command_jobs: How many of the client's command jobs may be in Ray's Jobs API
+            at once (each is a Ray job with a supervisor on the head node); the others wait
+            in the driver, and their pending reason names the cap (default 16).
 
     A callable job's end is learnt by whoever waits for it, in the waiting thread (one bulk
     ``ray.wait`` for all the jobs waited on), or, for an attempt still running a second
@@ -117,6 +121,7 @@ class RayClient(KindClient):
         *,
         namespace: str | None = None,
         echo_logs: bool = True,
+        max_command_jobs: int = DEFAULT_MAX_COMMAND_JOBS,
         _registry: str | None = None,
     ) -> None:
         import ray
@@ -124,6 +129,15 @@ class RayClient(KindClient):
         super().__init__()
         if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
             raise InvalidRequestError.for_field("namespace", namespace, "a non-empty string")
+        if (
+            not isinstance(max_command_jobs, int)
+            or isinstance(max_command_jobs, bool)
+            or (max_command_jobs < 1)
+        ):
+            raise InvalidRequestError.for_field(
+                "max_command_jobs", max_command_jobs, "a whole number >= 1 (default 16)"
+            )
+        self.command_slots = CommandSlots(max_command_jobs)
         self.namespace = namespace or DEFAULT_NAMESPACE
         self.echo_logs = echo_logs
         self.mirrors = _registry is not None  # inside a job: its jobs are recorded for the driver
@@ -146,10 +160,15 @@ class RayClient(KindClient):
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> RayClient:
-        """``ray``, ``ray?namespace=N`` or ``ray://host:port[?namespace=N]``."""
-        spec.reject_unknown({"namespace"}, address=True)
+        """``ray``, ``ray?namespace=N&max_command_jobs=N`` or ``ray://host:port[?...]``."""
+        spec.reject_unknown({"namespace", "max_command_jobs"}, address=True)
         address = f"ray://{spec.address}" if spec.address is not None else None
-        return cls(address, namespace=spec.params.get("namespace"))
+        cap = spec.params.get("max_command_jobs", str(DEFAULT_MAX_COMMAND_JOBS))
+        if not cap.isdigit():
+            raise InvalidRequestError.for_field(
+                "max_command_jobs", cap, "a whole number >= 1 (default 16)"
+            )
+        return cls(address, namespace=spec.params.get("namespace"), max_command_jobs=int(cap))
 
     def __repr__(self) -> str:
         return f"RayClient(namespace={self.namespace!r}, jobs={len(self._jobs)})"

@@ -1,7 +1,7 @@
 """The kinds of Ray job learnt by asking: a command job (a Ray job through the Jobs API per
 attempt) and a job found by id (another client's, read through the registry or the Jobs
 API), both looked at on the client's one polling thread (:class:`Poller`). Callable jobs
-are :mod:`fray_ray._tasks`'s.
+are :mod:`fray_ray._kinds`'s.
 """
 
 # pyright: standard
@@ -19,19 +19,19 @@ from fray import JobInfo, JobStatus
 from fray.backend import JobRecord, Observed, Outcome
 from fray.errors import JobFailedError
 from fray_ray._convert import Ask
-from fray_ray._kind import JobKind
+from fray_ray._kinds import JobKind
 from fray_ray._placement import cluster_says
 
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
 
-__all__ = ["CommandJob", "FoundJob", "Poller", "api_job_info"]
+__all__ = ["CommandJob", "CommandSlots", "FoundJob", "Poller", "api_job_info"]
 
 logger = logging.getLogger("fray.ray")
 
 POLL_S = 0.1  # between looks at command jobs and jobs found by id
 STOP_GRACE_S = 30.0  # a stopped Ray job (Jobs API) likewise
-AGENT_WAIT_S = 60.0  # how long a submission waits for a just-started Ray's job agent
+AGENT_WAIT_S = 120.0  # how long a submission waits for a just-started Ray's job agent
 
 
 class Poller:
@@ -80,9 +80,35 @@ class Poller:
                 self._cond.wait(POLL_S)  # Ray's Jobs API and the registry only answer polls
 
 
+class CommandSlots:
+    """How many of a client's command jobs may be in Ray's Jobs API at once (running or
+    pending there): each is a Ray job with a supervisor actor of its own on the head node,
+    and a hundred at once can run a head node out of memory. Taken and given back on the
+    polling thread; read by pending reasons in any thread."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+
+    def take(self, job_id: str) -> bool:
+        """Whether ``job_id`` holds a slot (taking a free one)."""
+        with self._lock:
+            if job_id not in self._held:
+                if len(self._held) >= self.cap:
+                    return False
+                self._held.add(job_id)
+            return True
+
+    def give_back(self, job_id: str) -> None:
+        """``job_id``'s Ray job has ended (or was never submitted)."""
+        with self._lock:
+            self._held.discard(job_id)
+
+
 class CommandJob(JobKind):
-    """A command job: a Ray job through the Jobs API per attempt, submitted and polled on the
-    client's polling thread."""
+    """A command job: a Ray job through the Jobs API per attempt, submitted (once the
+    client's :class:`CommandSlots` has room) and polled on the client's polling thread."""
 
     def __init__(self, client: RayClient, kwargs: dict[str, Any], ask: Ask) -> None:
         super().__init__(client)
@@ -91,11 +117,15 @@ class CommandJob(JobKind):
         self.ask = ask
         self.submission_id: str | None = None
         self.stopping = False
+        self.queued = False  # waiting in the driver for a slot at the last poll
         self.api_pending = False  # the Jobs API said PENDING at the last poll
 
     def start(self, job: JobRecord) -> None:
+        """Queues the attempt for the polling thread, which submits it once it holds one
+        of the client's command slots (taken here if one is free)."""
+        queued = not self.ray_client.command_slots.take(job.job_id)
         with job.lock:
-            self.submission_id, self.stopping = None, False
+            self.submission_id, self.stopping, self.queued = None, False, queued
         self.ray_client.poller.watch(job)
 
     def poll(self, job: JobRecord) -> bool:
@@ -105,11 +135,16 @@ class CommandJob(JobKind):
         api = self.ray_client.jobs_api()
         with job.lock:
             submission_id, stopping = self.submission_id, self.stopping
+        slots = self.ray_client.command_slots
         if submission_id is None:
             if stopping:
+                slots.give_back(job.job_id)
                 job.report(Outcome.stopped())
                 return False
-            self._submit(api, job)
+            if self.queued:
+                self.queued = not slots.take(job.job_id)
+            if not self.queued:
+                self._submit(api, job)
             return True
         details = api.get_job_info(submission_id)
         self.api_pending = details.status == RayJobStatus.PENDING
@@ -118,6 +153,7 @@ class CommandJob(JobKind):
         if not details.status.is_terminal():
             return True
         lines = api.get_job_logs(submission_id).splitlines()
+        slots.give_back(job.job_id)
         if lines:
             job.log.write("".join(f"{line}\n" for line in lines))
         code = getattr(details, "driver_exit_code", None)
@@ -136,6 +172,7 @@ class CommandJob(JobKind):
 
     def poll_failed(self, job: JobRecord, exc: Exception) -> None:
         """Looking at it raised: the attempt failed (a bug of Fray's, or the Jobs API)."""
+        self.ray_client.command_slots.give_back(job.job_id)
         job.report(Outcome.failed(exc, f"internal error in RayClient: {exc!r}"))
 
     def _submit(self, api: Any, job: JobRecord) -> None:
@@ -198,8 +235,16 @@ class CommandJob(JobKind):
     def pending_reason(self, job: JobRecord) -> str | None:
         """While the Jobs API says PENDING and every node that could take the command is
         busy: what it asks for and what the cluster has. (PENDING alone also covers the
-        setting up of its runtime env.)"""
-        if not self.api_pending or job.is_done:
+        setting up of its runtime env.) While it is queued in the driver: the cap."""
+        if job.is_done:
+            return None
+        if self.queued:
+            cap = self.ray_client.command_slots.cap
+            return (
+                f"queued in this client: {cap} of its command jobs already run or wait in "
+                f"Ray's Jobs API (max_command_jobs={cap}); it is submitted when one ends"
+            )
+        if not self.api_pending:
             return None
         cluster = self.cached_reason(lambda: cluster_says(self.ask))
         if cluster is None:

@@ -59,8 +59,9 @@ class _Owner:
 class RaySession:
     """How a client reaches Ray. Without ``connect`` (a client inside a job) it uses the
     worker's connection; otherwise it joins the Ray this process is connected to, else
-    ``address``, else ``RAY_ADDRESS``, else starts a local Ray (with the dashboard, for
-    command jobs, and a ``head_node`` resource) that :meth:`close` stops again.
+    connects to ``address``, else ``RAY_ADDRESS``, else starts a local Ray (with the
+    dashboard, for command jobs, and a ``head_node`` resource); :meth:`close` ends a
+    connection it made (and stops a Ray it started).
 
     Attributes:
         owns_ray: It started the local Ray it is connected to (that Ray cannot grow).
@@ -146,10 +147,10 @@ class RaySession:
         return None
 
     def close(self, forget: Any) -> None:
-        """Stops the owner thread, and the local Ray it started (after ``forget()``: what
-        lives in that Ray goes with it)."""
+        """Disconnects this process from Ray where this session connected it (stopping the
+        local Ray it started), after ``forget()``: what lives in that connection goes with
+        it. A connection the session found made is left as it was."""
         owner = self._owner
         if owner is not None:
-            if self.owns_ray:
-                forget()
-            owner.stop(shutdown_ray=self.owns_ray)
+            forget()
+            owner.stop(shutdown_ray=True)

@@ -148,6 +148,18 @@ def _exit_code(exc: BaseException) -> int:
     return code or 1
 
 
+def _portable(exc: Exception) -> Exception:
+    """``exc`` if it makes the round trip through pickling (Ray sends it to the driver,
+    which must rebuild it); else a ``RuntimeError`` with its type and text."""
+    import cloudpickle
+
+    try:
+        cloudpickle.loads(cloudpickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
 def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[bytes, int], Any]]:
     """The task functions of a callable job's replica (each made a Ray remote function once
     per client): for a job of one replica, and for one of several (which also takes the
@@ -191,6 +203,7 @@ def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[byt
             return Printed(value, lines) if lines else value
         if not isinstance(failure, Exception):
             failure = JobExit(_exit_code(failure), f"{type(failure).__name__}: {failure}")
+        failure = _portable(failure)
         if lines:
             failure.__dict__[_LINES_ATTRIBUTE] = lines
         raise failure
