@@ -10,7 +10,9 @@ from typing import Any, cast
 __all__ = ["REDACTED", "is_secret_name", "masker", "redact_env", "redacted"]
 
 _SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+# A name starts where no name character precedes it: without the lookbehind, a long name
+# with no "=" after it is scanned again from each of its characters (quadratic time).
+_ASSIGNMENT_RE = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)=")
 REDACTED = "***"
 
 

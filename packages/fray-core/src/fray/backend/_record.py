@@ -238,6 +238,7 @@ class JobRecord:
     __slots__ = (
         "_callbacks",
         "_done",
+        "_final_info",
         "_history",
         "_placed_at",
         "_stop_as",
@@ -307,6 +308,7 @@ class JobRecord:
         self.finished_at: float | None = None
         self._placed_at: float | None = None
         # One (attempt, outcome kind, placed at, ended at, error, exit code) per attempt ended.
+        self._final_info: JobInfo | None = None  # built once the job has ended
         self._history: list[
             tuple[int, OutcomeKind, float | None, float, str | None, int | None]
         ] = []
@@ -577,8 +579,13 @@ class JobRecord:
         return found
 
     def info(self, **update: Any) -> JobInfo:
-        """A snapshot of the record (``update`` overrides fields, e.g. a pending reason)."""
+        """A snapshot of the record (``update`` overrides fields, e.g. a pending reason).
+        An ended job's is built once and kept: a history of 10,000 finished jobs is listed
+        without building 10,000 models each time."""
         with self.lock:
+            if self._final_info is not None and not update:
+                return self._final_info
+            ended = self.phase is Phase.ENDED
             fields = {name: getattr(self, name) for name in _INFO_FIELDS}
             fields["children"] = tuple(child.job_id for child in self.children)
             history = list(self._history)
@@ -587,13 +594,16 @@ class JobRecord:
                 attempt=attempt,
                 outcome=kind,
                 started_at=started,
-                finished_at=ended,
+                finished_at=finished,
                 error=error,
                 exit_code=code,
             )
-            for attempt, kind, started, ended, error, code in history
+            for attempt, kind, started, finished, error, code in history
         )
-        return JobInfo(**(fields | update))
+        info = JobInfo(**(fields | update))
+        if ended and not update:
+            self._final_info = info
+        return info
 
     def __repr__(self) -> str:
         return f"JobRecord({self.job_id!r}, {self.status.value}, {self.phase.value})"
