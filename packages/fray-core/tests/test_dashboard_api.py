@@ -293,6 +293,18 @@ def test_a_live_actor_group_with_a_dead_member(local: LocalClient) -> None:
         group.shutdown()
 
 
+def test_a_clients_own_groups_show_without_being_named() -> None:
+    with LocalClient(echo_logs=False) as client:
+        group = client.create_actor_group(_Member, name="own", count=2)
+        group.wait_ready(timeout=60)
+        dashboard = Dashboard([ClientSource(client)])
+        try:
+            (row,) = dashboard.groups({})["groups"]
+            assert (row["name"], row["size"], row["ready"]) == ("own", 2, 2)
+        finally:
+            dashboard.close()
+
+
 class _Member:
     def __init__(self) -> None:
         if fray.current_actor().index == 2:

@@ -51,6 +51,7 @@ class Wakeup(Protocol):
 
 
 DEFAULT_JOB_HISTORY = 10_000
+KEPT_GROUPS = 1_000  # the actor groups a client lists for the dashboard (the most recent)
 
 
 def job_history_limit() -> int:
@@ -102,6 +103,8 @@ class BaseClient:
         # Job ids end in a count from a random start: unique in this client, no system call.
         self._serials = itertools.count(secrets.randbits(32))
         self._hosted: list[HostedActor] = []
+        self._groups: collections.deque[tuple[Any, str | None]]
+        self._groups = collections.deque(maxlen=KEPT_GROUPS)
         self._warned: set[str] = set()
         self._soon = EventThread(f"fray-{self.scheme or 'client'}-events")
 
@@ -465,7 +468,7 @@ class BaseClient:
         validate_actor_args(actor_class, name, count, resources, actor_config)
         for table in self._tables():
             table.check_resources(resources)
-        return self._create_actor_group(
+        group = self._create_actor_group(
             actor_class,
             args,
             kwargs,
@@ -475,6 +478,17 @@ class BaseClient:
             actor_config=actor_config,
             single=single,
         )
+        running = _bound.job.get()  # the job that made it, if made inside one
+        made_by = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
+        with self._lock:
+            self._groups.append((group, made_by))
+        return group
+
+    def _actor_groups(self) -> list[tuple[Any, str | None]]:
+        """The actor groups this client made (the last :data:`KEPT_GROUPS`), each with the
+        id of the job that made it, if any: what ``fray dashboard`` shows of a live client."""
+        with self._lock:
+            return list(self._groups)
 
     def _create_actor_group(
         self,
@@ -561,6 +575,7 @@ class BaseClient:
             self.is_shutdown = True
             jobs = [job for job in self._jobs.values() if not job.is_done]
             hosted, self._hosted = self._hosted, []
+            self._groups.clear()
         self._stop(jobs)
         for job in jobs:
             job.wait()

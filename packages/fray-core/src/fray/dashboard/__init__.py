@@ -71,7 +71,8 @@ def serve(
         clients: Live clients (e.g. a ``LocalClient`` in a script or notebook), each shown
             as a source named after its scheme.
         sources: More sources (e.g. ``RunStoreSource()`` for the recorded local runs).
-        groups: Actor groups to show on the first client's source (clients list none).
+        groups: More actor groups to show on the first client's source (each client's
+            own are shown without being named here).
         host: Where to listen: loopback by default; the page has no login.
         port: The port (0: a free one; ``server.url`` says which).
         timeout: Seconds each source is given per answer.

@@ -98,13 +98,13 @@ class MemorySource:
 class ClientSource:
     """A live client of any backend (``fray.Client``), read through its public methods.
 
-    A client's ``list_jobs()`` builds every job's ``JobInfo`` (about 25 us each locally: a
-    quarter of a second for 10,000 jobs), so one listing serves every question asked within
-    ``max_age`` seconds (a page refresh asks several: the jobs, then each expanded job's
-    children), and a question asked while it runs waits for it rather than list again.
+    One listing serves every question asked within ``max_age`` seconds (a page refresh asks
+    several: the jobs, then each expanded job's children), and a question asked while it runs
+    waits for it rather than list again.
 
-    Clients list no actor groups, so the groups to show are given here (or added later with
-    :meth:`add_group`), each optionally with the id of the job that hosts it.
+    The groups shown are those the client made (a client of ``fray.backend`` keeps its
+    last 1,000, each with the job that made it) and any given here or with :meth:`add_group`
+    (a group of another client, say).
     """
 
     def __init__(
@@ -153,6 +153,10 @@ class ClientSource:
         """See :class:`Source`."""
         with self._lock:
             groups = list(self._groups)
+        made = getattr(self.connect(), "_actor_groups", None)  # a client of fray.backend's
+        if made is not None:
+            given = {id(group) for group, _job_id in groups}
+            groups += [(g, job_id) for g, job_id in made() if id(g) not in given]
         return [group_view(group, job_id) for group, job_id in groups]
 
     def gangs(self) -> Sequence[GangView]:

@@ -313,7 +313,7 @@ async function renderActors() {
   banners(page.errors);
   if (ui.route !== "actors") return;
   document.getElementById("view").replaceChildren(h("h1", {}, "Actor groups"),
-    page.groups.length ? groupsTable(page.groups) : empty("No actor groups. Clients list none of their own: pass them to fray.dashboard.serve(client, groups=[...])."),
+    page.groups.length ? groupsTable(page.groups) : empty("No actor groups: the sources made none yet (fray.dashboard.serve(client, groups=[...]) adds another client's)."),
     pager(page.total, page.groups.length, (offset) => { ui.offset = offset; renderActors(); }));
   stamp(plural(page.total, "group"));
   schedule(renderActors, POLL_MS.actors);
