@@ -181,14 +181,18 @@ def _step_jobs(client: Any) -> dict[str, Any]:
     return {i.job_id: i for i in client.list_jobs() if i.name.startswith(("squares", "total"))}
 
 
-def test_step_runner_runs_a_three_step_graph(
-    backend: Backend, client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_step_runner_runs_a_three_step_graph(backend: Backend, client: Any, tmp_path: Path) -> None:
     numbers, squares, total = graph(tmp_path)
     assert isinstance(total.fn, RemoteCallable)
 
-    with caplog.at_level(logging.WARNING):
+    notes: list[str] = []
+    listener = logging.Handler(logging.WARNING)
+    listener.emit = lambda record: notes.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("fray").addHandler(listener)  # on the logger: Marin may reset the root's
+    try:
         StepRunner().run([total])  # its dependencies are scheduled first
+    finally:
+        logging.getLogger("fray").removeHandler(listener)
 
     for step in (numbers, squares, total):
         assert StatusFile(step.output_path, worker_id="test").status == STATUS_SUCCESS
@@ -213,7 +217,7 @@ def test_step_runner_runs_a_three_step_graph(
     assert ran["pid"] != os.getpid()  # ... which ran in a process of its own to set them
     assert len(jobs) == 2
     assert all(info.status is JobStatus.SUCCEEDED for info in jobs.values())
-    disk_notes = [r for r in caplog.records if "resources.disk='1g'" in r.getMessage()]
+    disk_notes = [m for m in notes if "resources.disk='1g'" in m]
     assert len(disk_notes) == (1 if backend.name == "ray" else 0)  # Ray only notes it, once
 
     # A second run finds every output built: nothing runs, no job is submitted.

@@ -100,3 +100,25 @@ def test_finished_tpu_jobs_age_out_and_release_their_hub(
         assert isinstance(caught.value.__cause__, ValueError)
     finally:
         client.shutdown()
+
+
+def test_a_tpu_request_without_fray_tpu_says_how_to_install_it(
+    fake_tpu_ray_cluster: LocalRayCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fray-ray does not depend on fray-tpu: it is imported at the first TPU request, and a
+    # driver without it gets the install line instead of an ImportError.
+    import sys
+
+    from fray.errors import BackendUnavailableError
+
+    monkeypatch.setitem(sys.modules, "fray_tpu.ray.gang", None)  # as if not installed
+    with RayClient(namespace="no-tpu", echo_logs=False) as client:
+        request = JobRequest(
+            name="tpu",
+            entrypoint=Entrypoint.from_callable(task_index),
+            resources=ResourceConfig.with_tpu("v4-16"),
+        )
+        with pytest.raises(BackendUnavailableError) as caught:
+            client.submit(request)
+    assert 'pip install "fray-core[tpu]"' in str(caught.value)
+    assert client.list_jobs() == []
