@@ -218,28 +218,11 @@ def real_sweep_row(cluster: Any, n: int, name: str) -> dict[str, Any]:
     )
 
 
-def _register(url: str, wire: str, name: str, indices: range) -> None:
-    """Registers members' endpoints through the controller's own API, as their tasks would,
-    with no process serving them (their tasks wait to be placed)."""
-    from iris.rpc import controller_pb2
-    from iris.rpc.controller_connect import ControllerServiceClientSync
-
-    with ControllerServiceClientSync(address=url, timeout_ms=30_000) as stub:
-        for index in indices:
-            stub.register_endpoint(
-                controller_pb2.Controller.RegisterEndpointRequest(
-                    name=f"{wire}/{name}-{index}",
-                    address="http://127.0.0.1:9",  # never called
-                    task_id=f"{wire}/{index}",
-                    attempt_id=-1,  # a task not yet placed has no attempt
-                    metadata={"fray": "stand-in"},
-                )
-            )
-
-
 def discovery_row(cluster: Any, members: int, name: str) -> dict[str, Any]:
     """Controller calls per look at a group of ``members``, all but one registered by hand;
     the note says what ``wait_ready(count=k)`` made with k registered, and its time."""
+    from iris_counting import register_endpoints
+
     with _counted_client(cluster) as (client, counting):
         group_name = f"wide-{os.urandom(3).hex()}"
         group = client.create_actor_group(
@@ -247,7 +230,7 @@ def discovery_row(cluster: Any, members: int, name: str) -> dict[str, Any]:
         )
         try:
             ready = members - 1  # member 0 may be placed: the others are registered
-            _register(cluster.url, group.job.iris_job_id, group_name, range(1, members))
+            register_endpoints(cluster.url, group.job.iris_job_id, group_name, range(1, members))
             me = threading.get_ident()
             counting.clear()
             started = time.monotonic()

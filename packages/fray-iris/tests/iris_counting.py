@@ -1,9 +1,11 @@
-"""An Iris client that counts the controller calls made through it, for the tests and the
-scale benchmark (``benchmarks/bench_scale_iris.py``) that count calls rather than time.
+"""What the tests and the scale benchmark (``benchmarks/bench_scale_iris.py``) that count
+controller calls rather than time need.
 
 ``CountingIris(raw)`` stands in for an ``iris.client.IrisClient``: every method called on it,
 or on the objects it holds (its inner controller client, where an adapter reaches it), is
 logged by name, with the calling thread and how many job ids it carried, then passed on.
+:func:`register_endpoints` registers actor endpoints through the controller's own RPC, as the
+actors' tasks would, without a process behind them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from typing import Any, NamedTuple
+
+from iris.rpc import controller_connect, controller_pb2
 
 # Attribute values passed through as they are (not wrapped): plain data.
 _PLAIN = (str, bytes, int, float, bool, type(None), tuple, list, dict)
@@ -53,3 +57,26 @@ class CountingIris:
     def clear(self) -> None:
         """Forgets the calls so far."""
         self.log.clear()
+
+
+def register_endpoints(url: str, wire: str, group: str, indices: range) -> None:
+    """Registers the endpoints of the members ``indices`` of the actor group ``group`` (its
+    job ``wire``) through the controller's ``RegisterEndpoint`` RPC, as their tasks would,
+    with no process serving them (their tasks still wait to be placed)."""
+    # marin-iris 0.2.227 moved the endpoint calls to a service of their own.
+    stub_type = getattr(
+        controller_connect,
+        "EndpointServiceClientSync",
+        controller_connect.ControllerServiceClientSync,
+    )
+    with stub_type(address=url, timeout_ms=30_000) as stub:
+        for index in indices:
+            stub.register_endpoint(
+                controller_pb2.Controller.RegisterEndpointRequest(
+                    name=f"{wire}/{group}-{index}",
+                    address="http://127.0.0.1:9",  # never called
+                    task_id=f"{wire}/{index}",
+                    attempt_id=-1,  # a task not yet placed has no attempt
+                    metadata={"fray": "stand-in"},
+                )
+            )

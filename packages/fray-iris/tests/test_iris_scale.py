@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from iris.client import IrisClient as RawIrisClient
 from iris.cluster.types import JobName
-from iris.rpc import controller_pb2
-from iris.rpc.controller_connect import ControllerServiceClientSync
 
 import fray
 from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
@@ -26,7 +24,7 @@ from fray_iris import IrisClient
 from fray_iris._convert import line
 from fray_iris._iris_0_2_20 import STATES_PER_CALL
 from fray_testing.conformance import entrypoints as ep
-from iris_counting import CountingIris
+from iris_counting import CountingIris, register_endpoints
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +75,8 @@ def test_wait_all_asks_all_unfinished_jobs_states_in_one_call_a_round(
         client.submit(
             JobRequest(
                 name=f"sweep-{i}-{_tag()}",
-                entrypoint=Entrypoint.from_command("sleep", f"{0.2 * i:.1f}"),
+                # Long enough that none ends before the last is submitted (and counted).
+                entrypoint=Entrypoint.from_command("sleep", f"{2 + 0.2 * i:.1f}"),
             )
         )
         for i in range(count)
@@ -100,20 +99,6 @@ def test_wait_all_asks_all_unfinished_jobs_states_in_one_call_a_round(
     assert set(others) <= {*STATUS_CALLS, "list_tasks"}, others
 
 
-def _register(url: str, wire: str, name: str, index: int) -> None:
-    """Registers the endpoint of member ``index`` through the controller's own API, as its
-    task would, without a process serving it (the task is still pending)."""
-    request = controller_pb2.Controller.RegisterEndpointRequest(
-        name=f"{wire}/{name}-{index}",
-        address="http://127.0.0.1:9",  # never called
-        task_id=f"{wire}/{index}",
-        attempt_id=-1,  # a task not yet placed has no attempt
-        metadata={"fray": "stand-in"},
-    )
-    with ControllerServiceClientSync(address=url, timeout_ms=10_000) as stub:
-        stub.register_endpoint(request)
-
-
 def test_a_look_at_an_actor_group_is_two_calls_whatever_its_size(
     counted: tuple[IrisClient, CountingIris], iris_cluster: Any
 ) -> None:
@@ -126,8 +111,8 @@ def test_a_look_at_an_actor_group_is_two_calls_whatever_its_size(
     )
     try:
         wire = group.job.iris_job_id
-        for index in range(size - ready, size):  # the last ones: never the one placed
-            _register(iris_cluster.url, wire, name, index)
+        # The last ones (never the one placed), as their tasks would register them.
+        register_endpoints(iris_cluster.url, wire, name, range(size - ready, size))
         me = threading.get_ident()
         counting.clear()
         handles = group.wait_ready(count=ready, timeout=60)
