@@ -164,7 +164,7 @@ class IrisClient(BaseClient):
         if url is None and is_loopback(self.address):
             url = default_local_results_url()
         self.results = ResultStore(url) if url else None
-        self._groups: list[IrisActorGroup] = []
+        self._to_stop: list[IrisActorGroup] = []  # groups shut down with the client
         self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
         self._watch_cond = threading.Condition()
         self._watched: dict[int, JobRecord] = {}
@@ -535,7 +535,7 @@ class IrisClient(BaseClient):
             ) from err
         group = IrisActorGroup(self, name, count, job, config, records)
         with self._lock:
-            self._groups.append(group)
+            self._to_stop.append(group)
         return group
 
     def _hosting_address(self) -> str:
@@ -572,8 +572,8 @@ class IrisClient(BaseClient):
         """Shuts the actor groups down and closes the connection this client opened."""
         del wait
         with self._lock:
-            groups = self._groups
-            self._groups = []
+            groups = self._to_stop
+            self._to_stop = []
             raw = None
             if self._reopen is not None:  # a connection it opened (a wrapped one stays open)
                 raw = self._raw
