@@ -143,7 +143,7 @@ class RayClient(KindClient):
         self.mirrors = _registry is not None  # inside a job: its jobs are recorded for the driver
         self.session = RaySession(address, echo_logs=echo_logs, connect=_registry is None)
         self._view: Any = None  # the nodes as last read (see _check_placeable)
-        self._groups: list[RayActorGroup] = []
+        self._ray_groups: list[RayActorGroup] = []
         self.poller = Poller()
         self.watcher = Watcher()
         if _registry is not None:
@@ -527,13 +527,13 @@ class RayClient(KindClient):
             registry=self.registry.name,
         )
         with self._lock:
-            self._groups.append(group)
+            self._ray_groups.append(group)
         return group
 
     def _forget_group(self, group: RayActorGroup) -> None:
         with self._lock:
-            if group in self._groups:
-                self._groups.remove(group)
+            if group in self._ray_groups:
+                self._ray_groups.remove(group)
 
     def _hosting_address(self) -> str:
         """This node's address in the cluster, or loopback when every node of the cluster
@@ -550,7 +550,7 @@ class RayClient(KindClient):
         """Every job has ended: kills the client's actors, stops its threads and a Ray it
         started."""
         with self._lock:
-            groups = list(self._groups)
+            groups = list(self._ray_groups)
         for group in groups:
             try:
                 group.shutdown()
