@@ -332,8 +332,7 @@ class RayClient(KindClient):
                 data = FoundJob(self, submission_id)
         if data is None:
             return None
-        job = JobRecord(self, job_id, None)
-        job.data = data
+        job = JobRecord(self, job_id, None, data=data)
         job.begin()  # it runs elsewhere: stopping it asks that place (FoundJob.cancel)
         if data.poll(job):
             self.poller.watch(job)
