@@ -33,9 +33,9 @@ from fray.backend._client import BaseClient
 from fray.backend._group import ActorMember, BaseActorGroup
 from fray.backend._handle import BaseJobHandle
 from fray.backend._hosted_handle import HostedActorHandle
-from fray.backend._outcome import Outcome
+from fray.backend._outcome import Observed, Outcome
 from fray.backend._output import PrefixedSink, capture_into
-from fray.backend._record import JobRecord, LogBuffer, Observed, Phase
+from fray.backend._record import JobRecord, LogBuffer, Phase
 
 __all__ = [
     "ActorMember",

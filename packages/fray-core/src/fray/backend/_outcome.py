@@ -1,4 +1,5 @@
-"""How one attempt of a job ended: the :class:`Outcome` a backend reports to the engine."""
+"""How one attempt of a job ended (the :class:`Outcome` a backend reports to the engine), and
+what a cluster that runs a job's attempts itself says of the job (:class:`Observed`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["Outcome", "OutcomeKind", "portable_error"]
+from fray._types import JobStatus
+
+__all__ = ["Observed", "Outcome", "OutcomeKind", "portable_error"]
 
 OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
@@ -95,3 +98,30 @@ def portable_error(exc: BaseException) -> BaseException:
     except Exception:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
     return exc
+
+
+class Observed(NamedTuple):
+    """What a cluster that runs a job's attempts itself says of the job (Iris's own retries,
+    a job found by id), for :meth:`JobRecord.observe`; ``None`` is "not known": the record
+    keeps what it has.
+
+    Attributes:
+        status: The job's status; a final one ends the record.
+        attempts: Attempts started so far (never lowers the record's count).
+        failures: Attempts that failed on their own (never lowers it).
+        preemptions: Attempts lost to preemption (never lowers it).
+        cause: The user's exception behind a failure, where known.
+    """
+
+    status: JobStatus | None = None
+    attempts: int | None = None
+    failures: int | None = None
+    preemptions: int | None = None
+    replicas: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    cause: BaseException | None = None
+    name: str | None = None
+    parent: str | None = None

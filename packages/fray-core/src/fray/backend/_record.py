@@ -23,16 +23,16 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from fray._secrets import masker
 from fray._types import AttemptInfo, JobInfo, JobRequest, JobStatus
-from fray.backend._outcome import Outcome, OutcomeKind
+from fray.backend._outcome import Observed, Outcome, OutcomeKind
 
 if TYPE_CHECKING:
     from fray.backend._client import BaseClient
 
-__all__ = ["JobRecord", "LogBuffer", "Observed", "Phase", "job_id_part"]
+__all__ = ["JobRecord", "LogBuffer", "Phase", "job_id_part"]
 
 logger = logging.getLogger("fray")
 
@@ -188,33 +188,6 @@ _INFO_FIELDS = (
     *("job_id", "name", "status", "attempts", "preemptions", "failures", "error", "exit_code"),
     *("parent", "replicas", "submitted_at", "started_at", "finished_at"),
 )
-
-
-class Observed(NamedTuple):
-    """What a cluster that runs a job's attempts itself says of the job (Iris's own retries,
-    a job found by id), for :meth:`JobRecord.observe`; ``None`` is "not known": the record
-    keeps what it has.
-
-    Attributes:
-        status: The job's status; a final one ends the record.
-        attempts: Attempts started so far (never lowers the record's count).
-        failures: Attempts that failed on their own (never lowers it).
-        preemptions: Attempts lost to preemption (never lowers it).
-        cause: The user's exception behind a failure, where known.
-    """
-
-    status: JobStatus | None = None
-    attempts: int | None = None
-    failures: int | None = None
-    preemptions: int | None = None
-    replicas: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    exit_code: int | None = None
-    error: str | None = None
-    cause: BaseException | None = None
-    name: str | None = None
-    parent: str | None = None
 
 
 class JobRecord:
