@@ -134,6 +134,7 @@ class BaseClient:
             )
         for table in self._tables():
             table.check(request)
+        self._note_target(request.resources)
         if self.ignores and request.environment is not None:
             self._warn_ignored(request.environment)
         data = self._prepare(request)
@@ -163,6 +164,18 @@ class BaseClient:
                     type(self).__name__,
                     field,
                 )
+
+    def _note_target(self, resources: ResourceConfig | None) -> None:
+        """Warns, once per client and field, of what the ``target`` backend takes but only
+        notes (disk on Ray), as that backend's client would (a backend's own notes are its
+        own: where it can, it reserves what they name)."""
+        target = self.target
+        if target is None:
+            return
+        for note in target.noted(resources):
+            if note.field not in self._warned:
+                self._warned.add(note.field)
+                logger.warning(note.warning(resources, target.title))  # pyright: ignore[reportArgumentType]
 
     def _prepare(self, request: JobRequest) -> Any:
         """Checks what only this backend can check in a request (an ``InvalidRequestError``
@@ -468,6 +481,7 @@ class BaseClient:
         validate_actor_args(actor_class, name, count, resources, actor_config)
         for table in self._tables():
             table.check_resources(resources)
+        self._note_target(resources)
         group = self._create_actor_group(
             actor_class,
             args,

@@ -14,6 +14,8 @@ from fray.errors import InvalidRequestError, JobFailedError, JobTimeoutError
 __all__ = ["BaseJobHandle"]
 
 _FOLLOW_POLL_S = 0.2
+#: How long a wait lasts before the backend is first asked (``_refresh``) how often to look.
+_FIRST_LOOK_S = 0.1
 
 
 class BaseJobHandle:
@@ -37,20 +39,24 @@ class BaseJobHandle:
         return job.status
 
     def _await_end(self, timeout: float | None) -> bool:
+        """Waits through the client's ``_await`` first (where a backend learns ends in the
+        caller's thread, it learns this one there) and asks ``_refresh`` after each wait, as
+        often as it says; ``False`` once ``timeout`` passed (after one look at least)."""
         job = self._job
         client = job.client
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            step = client._refresh(job)  # pyright: ignore[reportPrivateUsage]
-            if job.is_done:
-                return True
+        step: float | None = _FIRST_LOOK_S
+        while not job.is_done:
+            wait = step
             if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                step = left if step is None else min(step, left)
-            if client._await((job,), step, job):  # pyright: ignore[reportPrivateUsage]
+                left = max(deadline - time.monotonic(), 0.0)
+                wait = left if step is None else min(step, left)
+            if client._await((job,), wait, job):  # pyright: ignore[reportPrivateUsage]
                 return True
+            step = client._refresh(job)  # pyright: ignore[reportPrivateUsage]
+            if deadline is not None and time.monotonic() >= deadline:
+                return job.is_done
+        return True
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
