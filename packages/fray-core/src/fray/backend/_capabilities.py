@@ -12,6 +12,7 @@ cluster would, with the same message; each backend's README carries its table
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ __all__ = [
     "known_targets",
     "resource_limit",
 ]
+
+
+logger = logging.getLogger("fray")
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,15 @@ class Capabilities:
                 raise InvalidRequestError.for_field(
                     limit.field, _value_at(resources, field), limit.allowed
                 )
+
+    def note_once(self, resources: ResourceConfig | None, noted: set[str]) -> None:
+        """Warns of each note that applies to ``resources`` and whose field is not yet in
+        ``noted`` (a client's: once per client and field), and adds it there: what a client
+        checked against this table as its ``target`` says, as this backend's would."""
+        for note in self.noted(resources):
+            if note.field not in noted:
+                noted.add(note.field)
+                logger.warning(note.warning(resources, self.title))  # pyright: ignore[reportArgumentType]
 
     def noted(self, resources: ResourceConfig | None) -> list[Note]:
         """The notes that apply to ``resources`` (a job's or an actor's)."""

@@ -18,13 +18,13 @@ import secrets
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, final
 
 from fray import _bound
 from fray._actor import HostedActor
 from fray._types import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig
 from fray.backend._capabilities import Capabilities, capabilities_of
-from fray.backend._events import TIMERS, EventThread
+from fray.backend._events import TIMERS, EventThread, Wakeup
 from fray.backend._group import validate_actor_args
 from fray.backend._outcome import Outcome
 from fray.backend._record import JobRecord, Phase, job_id_part
@@ -41,16 +41,8 @@ logger = logging.getLogger("fray")
 T = TypeVar("T")
 
 
-class Wakeup(Protocol):
-    """What :meth:`BaseClient._await` waits on: a job's record, or ``wait_all``'s list of
-    finished handles."""
-
-    def wait(self, timeout: float | None) -> bool:
-        """Waits at most ``timeout`` seconds for it to be set; whether it is."""
-        ...
-
-
 DEFAULT_JOB_HISTORY = 10_000
+_PREPARE: Any = object()  # _submit's default: the backend's _prepare works out the data
 KEPT_GROUPS = 1_000  # the actor groups a client lists for the dashboard (the most recent)
 
 
@@ -128,23 +120,38 @@ class BaseClient:
     def submit(self, request: JobRequest, adopt_existing: bool = True) -> Any:
         """Starts a job; see ``fray.Client.submit``. A request that is not a ``JobRequest``,
         or that this backend (or the ``target``) refuses, is an ``InvalidRequestError``."""
+        return self._submit(request, adopt_existing)
+
+    @final
+    def _submit(
+        self,
+        request: JobRequest,
+        adopt_existing: bool = True,
+        *,
+        prepared: Any = _PREPARE,
+        job_id: str | None = None,
+    ) -> Any:
+        """``submit``, for a caller that worked out the record's data itself (``prepared``:
+        the backend's ``_prepare`` is not called; e.g. a TPU gang ``run_on_pod`` built) or
+        chose the job's id (``job_id``)."""
         if not isinstance(request, JobRequest):
             raise InvalidRequestError.for_field(
                 "submit.request", request, "must be a fray.JobRequest"
             )
         for table in self._tables():
             table.check(request)
-        self._note_target(request.resources)
+        if self.target is not None:
+            self.target.note_once(request.resources, self._warned)
         if self.ignores and request.environment is not None:
             self._warn_ignored(request.environment)
-        data = self._prepare(request)
+        data = self._prepare(request) if prepared is _PREPARE else prepared
         self._check_open()
         running = _bound.job.get()  # (the job whose code runs here) or its process's variable
         parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
         parent = running[2] if running is not None else None
         if not isinstance(parent, JobRecord) or parent.client is not self:
             parent = None
-        job_id = self._job_id(request.name, parent_id)
+        job_id = job_id or self._job_id(request.name, parent_id)
         job = JobRecord(self, job_id, request, parent=parent_id, data=data)
         with self._lock:
             self._check_open()
@@ -164,18 +171,6 @@ class BaseClient:
                     type(self).__name__,
                     field,
                 )
-
-    def _note_target(self, resources: ResourceConfig | None) -> None:
-        """Warns, once per client and field, of what the ``target`` backend takes but only
-        notes (disk on Ray), as that backend's client would (a backend's own notes are its
-        own: where it can, it reserves what they name)."""
-        target = self.target
-        if target is None:
-            return
-        for note in target.noted(resources):
-            if note.field not in self._warned:
-                self._warned.add(note.field)
-                logger.warning(note.warning(resources, target.title))  # pyright: ignore[reportArgumentType]
 
     def _prepare(self, request: JobRequest) -> Any:
         """Checks what only this backend can check in a request (an ``InvalidRequestError``
@@ -308,18 +303,7 @@ class BaseClient:
     def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
         """The job's output lines so far (the last ``tail`` of them), children's prefixed
         with ``[child-id]`` and interleaved by time."""
-        if not include_children:
-            lines = [line for _ts, line in job.log.snapshot()]
-        else:
-            buffers = [(None, job)] + [(child.job_id, child) for child in job.descendants()]
-            merged: list[tuple[float, int, int, str]] = []
-            for order, (prefix, record) in enumerate(buffers):
-                tag = f"[{prefix}] " if prefix else ""
-                merged.extend(
-                    (ts, order, i, tag + line) for i, (ts, line) in enumerate(record.log.snapshot())
-                )
-            lines = [line for *_key, line in sorted(merged)]
-        return lines if tail is None else lines[len(lines) - tail :] if tail else []
+        return job.lines(include_children, tail)
 
     def _result(self, job: JobRecord) -> Any:
         """The value of a SUCCEEDED callable job."""
@@ -481,7 +465,8 @@ class BaseClient:
         validate_actor_args(actor_class, name, count, resources, actor_config)
         for table in self._tables():
             table.check_resources(resources)
-        self._note_target(resources)
+        if self.target is not None:
+            self.target.note_once(resources, self._warned)
         group = self._create_actor_group(
             actor_class,
             args,

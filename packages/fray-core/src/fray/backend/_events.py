@@ -1,6 +1,6 @@
-"""The engine's two threads: Fray's timers (one daemon thread for every deadline and delayed
+"""The engine's two threads, Fray's timers (one daemon thread for every deadline and delayed
 call in the process) and a client's event thread (work handed off a library's own callback
-thread, run in order)."""
+thread, run in order), and what a waiting caller waits on (:class:`Wakeup`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["TIMERS", "EventThread", "Timers"]
+__all__ = ["TIMERS", "EventThread", "Timers", "Wakeup"]
 
 logger = logging.getLogger("fray")
 
@@ -96,3 +96,12 @@ class EventThread:
             if self._thread is not None:
                 self._queue.put(None)
                 self._thread = None
+
+
+class Wakeup(Protocol):
+    """What :meth:`BaseClient._await` waits on: a job's record, or ``wait_all``'s list of
+    finished handles."""
+
+    def wait(self, timeout: float | None) -> bool:
+        """Waits at most ``timeout`` seconds for it to be set; whether it is."""
+        ...

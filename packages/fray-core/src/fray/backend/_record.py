@@ -539,6 +539,21 @@ class JobRecord:
         with self.lock:
             self.children.append(child)
 
+    def lines(self, include_children: bool, tail: int | None) -> list[str]:
+        """The output lines so far (the last ``tail``), with those of the jobs submitted from
+        this one (``include_children``) prefixed ``[child-id]`` and interleaved by time."""
+        if not include_children:
+            lines = [line for _ts, line in self.log.snapshot()]
+        else:
+            logs = [("", self)] + [(f"[{c.job_id}] ", c) for c in self.descendants()]
+            merged = [
+                (ts, order, i, tag + line)
+                for order, (tag, record) in enumerate(logs)
+                for i, (ts, line) in enumerate(record.log.snapshot())
+            ]
+            lines = [line for *_key, line in sorted(merged)]
+        return lines if tail is None else lines[len(lines) - tail :] if tail else []
+
     def descendants(self) -> list[JobRecord]:
         """Every job submitted from this one in this process, at any depth, parents first."""
         found: list[JobRecord] = []

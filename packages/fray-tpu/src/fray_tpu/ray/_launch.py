@@ -6,7 +6,6 @@ runs nothing but gangs (one per process)."""
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
 import re
 import threading
@@ -38,12 +37,6 @@ __all__ = [
 _DEFAULT_SCHEDULING_TIMEOUT_S = 600.0
 _DEFAULT_HEALTH_INTERVAL_S = 2.0
 
-# What launch_on_pod / submit_tpu_job hand to the client's hooks for the request they
-# submit: the gang they built and the job id, if one was given.
-_handed: contextvars.ContextVar[tuple[GangJob | None, str | None]] = contextvars.ContextVar(
-    "fray_tpu_handed", default=(None, None)
-)
-
 
 class GangClient(KindClient):
     """Runs TPU gang jobs (and nothing else) on the Ray this process is connected to."""
@@ -53,11 +46,8 @@ class GangClient(KindClient):
     handle_type = TpuJobHandle
 
     def _prepare(self, request: JobRequest) -> GangJob:
-        gang = _handed.get()[0]
-        return gang if gang is not None else prepare_gang(request, self, health_s=_health_s(None))
-
-    def _job_id(self, name: str, parent_id: str | None) -> str:
-        return _handed.get()[1] or super()._job_id(name, parent_id)
+        """A gang for a request submitted without one (``run_on_pod`` builds its own)."""
+        return prepare_gang(request, self, health_s=_health_s(None))
 
 
 _client: list[GangClient] = []
@@ -74,11 +64,12 @@ def _gang_client() -> GangClient:
 def _submit(request: JobRequest, gang: GangJob | None, job_id: str | None) -> TpuJobHandle:
     if not ray.is_initialized():
         ray.init()
-    token = _handed.set((gang, job_id))
-    try:
-        return _gang_client().submit(request)
-    finally:
-        _handed.reset(token)
+    """Submits ``request`` on the gang client, with the gang ``run_on_pod`` built (if any)
+    and the job id the caller chose (if any)."""
+    client = _gang_client()
+    if gang is None:
+        return client._submit(request, job_id=job_id)
+    return client._submit(request, prepared=gang, job_id=job_id)
 
 
 def _seconds(name: str, value: Any, default: float) -> float:
