@@ -4,6 +4,7 @@
     python benchmarks/run.py --only local,ray      # just those
     python benchmarks/run.py --repeats 9           # more repeats, steadier medians
     python benchmarks/run.py --compare old.json    # show a previous run's numbers beside
+    python benchmarks/run.py --only pool --merge   # replace only those modules' rows
 
 Each ``bench_<name>.py`` exposes ``run(repeats) -> list[dict]`` (see ``_bench.py``). Every
 module runs in a fresh interpreter of its own, so one backend's threads or clusters never
@@ -147,6 +148,24 @@ def _with_previous(rows: list[dict[str, Any]], old_path: Path) -> list[dict[str,
     return out
 
 
+def _merged(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the rows and modules of the results at ``path`` that it did not run:
+    each module's entry says when, on which commit and with how many repeats it ran."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return record
+    ran = set(record["modules"])
+    stamp = {k: record[k] for k in ("timestamp", "git", "repeats")}
+    modules = {name: {**m, **stamp} for name, m in record["modules"].items()}
+    for name, entry in old.get("modules", {}).items():
+        if name not in ran:
+            old_stamp = {k: old.get(k) for k in ("timestamp", "git", "repeats")}
+            modules[name] = {**old_stamp, **entry}
+    kept = [r for r in old.get("rows", []) if r.get("module") not in ran]
+    return {**record, "modules": dict(sorted(modules.items())), "rows": kept + record["rows"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Run Fray's benchmarks against the DESIGN.md targets."
@@ -168,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", type=Path, help="a previous results.json to show beside")
     parser.add_argument(
         "--strict", action="store_true", help="exit with status 1 when any target is missed"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other modules' rows of --output (each module keeps its own run's time)",
     )
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -203,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         "modules": modules,
         "rows": rows,
     }
+    if args.merge:
+        record = _merged(args.output, record)
     write_results(args.output, record)
     print(f"Results written to {args.output}")
     return 1 if (args.strict and missed) else 0
