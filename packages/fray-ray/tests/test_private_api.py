@@ -165,12 +165,19 @@ def test_the_scan_catches_what_it_must(tmp_path: Path) -> None:
     assert "_mine" not in text
 
 
-def test_at_most_four_private_names_in_the_adapters() -> None:
-    from fray_ray._adapter import PRIVATE_NAMES as RAY_NAMES
-    from fray_tpu.ray._adapter import PRIVATE_NAMES as TPU_NAMES
+def _listed(path: Path) -> tuple[str, ...]:
+    """An adapter's ``PRIVATE_NAMES``, read from its source (fray-ray's tests run without
+    fray-tpu installed)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "PRIVATE_NAMES":
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError(f"{path} lists no PRIVATE_NAMES")
 
-    assert len(RAY_NAMES) + len(TPU_NAMES) <= 4
-    for path, names in zip(sorted(ADAPTERS), (RAY_NAMES, TPU_NAMES), strict=True):
+
+def test_at_most_four_private_names_in_the_adapters() -> None:
+    listed = {path: _listed(path) for path in ADAPTERS}
+    assert sum(len(names) for names in listed.values()) <= 4
+    for path, names in listed.items():
         text = path.read_text()
         for name in names:  # each listed name is really used there
             assert name.rsplit(".", 1)[-1] in text

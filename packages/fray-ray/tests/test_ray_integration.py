@@ -27,7 +27,6 @@ from fray import (
     JobRequest,
     JobStatus,
     ResourceConfig,
-    TpuConfig,
 )
 from fray.errors import ActorDiedError, ActorUnavailableError, InvalidRequestError, JobFailedError
 from fray_ray import RayClient
@@ -300,28 +299,6 @@ def test_a_command_no_node_could_ever_take_waits_saying_why(client: RayClient) -
     finally:
         handle.terminate()
     assert handle.status() is JobStatus.STOPPED
-
-
-def test_a_tpu_job_no_node_can_take_waits_and_fails_at_its_scheduling_timeout_saying_why(
-    client: RayClient,
-) -> None:
-    """No node offers a v4-8 slice. Ray does not say whether this cluster can grow, so the
-    job is not refused: it waits, and says why; its scheduling timeout ends it."""
-    handle = client.submit(
-        JobRequest(
-            name="no-such-slice",
-            entrypoint=Entrypoint.from_callable(node_id),
-            resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
-            scheduling_timeout=2,
-        )
-    )
-    with pytest.raises(JobFailedError) as caught:
-        handle.wait(timeout=120)
-    message = str(caught.value)
-    assert "not placed within scheduling_timeout=2s" in message
-    assert "asked for 1 slice(s) of v4-8" in message
-    assert "the cluster has no v4-8 slice" in message
-    assert handle.info().attempts == 0
 
 
 def test_env_vars_reach_callable_and_command_jobs(client: RayClient, tmp_path: Path):

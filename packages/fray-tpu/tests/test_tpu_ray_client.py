@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig
-from fray.errors import JobNotFoundError
+from fray import Entrypoint, JobRequest, JobStatus, ResourceConfig, TpuConfig
+from fray.errors import JobFailedError, JobNotFoundError
 from fray_ray import RayClient
 from fray_testing.ray_cluster import LocalRayCluster
 from fray_tpu import TpuJobFailedError
@@ -100,3 +100,27 @@ def test_finished_tpu_jobs_age_out_and_release_their_hub(
         assert isinstance(caught.value.__cause__, ValueError)
     finally:
         client.shutdown()
+
+
+def test_a_tpu_job_no_node_can_take_waits_and_fails_at_its_scheduling_timeout_saying_why(
+    fake_tpu_ray_cluster: LocalRayCluster,
+) -> None:
+    """No node offers a v4-8 slice (the cluster has two v4-16 slices). Ray does not say
+    whether this cluster can grow, so the job is not refused: it waits, and says why; its
+    scheduling timeout ends it."""
+    with RayClient(namespace="no-slice", echo_logs=False) as client:
+        handle = client.submit(
+            JobRequest(
+                name="no-such-slice",
+                entrypoint=Entrypoint.from_callable(task_index),
+                resources=ResourceConfig(device=TpuConfig(variant="v4-8")),
+                scheduling_timeout=2,
+            )
+        )
+        with pytest.raises(JobFailedError) as caught:
+            handle.wait(timeout=120)
+        message = str(caught.value)
+        assert "not placed within scheduling_timeout=2s" in message
+        assert "asked for 1 slice(s) of v4-8" in message
+        assert "the cluster has no v4-8 slice" in message
+        assert handle.info().attempts == 0
