@@ -310,6 +310,15 @@ class Backend:
     after_run: Callable[[], None]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _tmp_root_outside_clusters(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytest's folder for ``tmp_path`` is made before any cluster starts: pytest makes it
+    where ``TMPDIR`` points the first time a test asks, and an Iris cluster points ``TMPDIR``
+    into its own folder, which it removes when it stops, so every later module's
+    ``tmp_path`` would be under a folder that no longer exists."""
+    tmp_path_factory.getbasetemp()
+
+
 @pytest.fixture(scope="module", params=["local", "ray", "iris"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """Each backend in turn, one cluster per module (pytest finishes every test on one
