@@ -26,6 +26,7 @@ __all__ = [
     "StrSeq",
     "as_tuple",
     "memory_field",
+    "names",
     "parse_memory",
     "reject_reserved",
 ]
@@ -237,6 +238,20 @@ class Seq(tuple[Any, ...]):
 def as_seq(value: tuple[Any, ...] | None) -> Seq | None:
     """``value`` as a :class:`Seq` (pydantic ``AfterValidator``)."""
     return None if value is None else Seq(value)
+
+
+def names(value: Any, what: str = "strings") -> tuple[str, ...] | None:
+    """A validator's sequence of non-empty strings (``None`` stays ``None``; a single string
+    is refused, not split)."""
+    if isinstance(value, str):
+        raise ValueError(f"give a list of {what}, not a single string")
+    if value is None:
+        return None
+    value = as_tuple(value)
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError("every entry must be a non-empty string")
+    return value
 
 
 def as_tuple(value: Any) -> tuple[Any, ...]:

@@ -17,8 +17,8 @@ from fray._model import (
     Name,
     Str,
     StrSeq,
-    as_tuple,
     memory_field,
+    names,
     parse_memory,
     reject_reserved,
 )
@@ -80,7 +80,35 @@ class CpuConfig(Model):
         return {"JAX_PLATFORMS": "cpu"}
 
 
-class GpuConfig(Model):
+class _Accelerator(Model):
+    """What a GPU and a TPU config share: the peak FLOP/s of their chips."""
+
+    variant: str
+
+    def chip_count(self) -> int:
+        """Chips per replica."""
+        raise NotImplementedError
+
+    def device_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one chip (a GPU, a TPU chip) at ``dtype`` (see
+        ``fray.device_flops``).
+
+        Raises:
+            ValueError: The table has no figure for this device and dtype.
+        """
+        from fray.device_flops import device_flops
+
+        flops = device_flops(self.variant, dtype)
+        if flops is None:
+            raise ValueError(f"no peak FLOP/s figure for {self.variant} at dtype {dtype!r}")
+        return flops
+
+    def total_flops(self, dtype: str = "bf16") -> float:
+        """Peak dense FLOP/s of one replica's chips."""
+        return self.device_flops(dtype) * self.chip_count()
+
+
+class GpuConfig(_Accelerator):
     """``count`` GPUs per replica of ``variant``, one of :data:`GPU_TYPES`."""
 
     variant: Str
@@ -105,24 +133,12 @@ class GpuConfig(Model):
         """GPUs per replica."""
         return self.count
 
-    def device_flops(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s of one GPU at ``dtype`` (see ``fray.device_flops``).
-
-        Raises:
-            ValueError: The table has no figure for this GPU and dtype.
-        """
-        return _chip_flops(self.variant, dtype)
-
-    def total_flops(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s of one replica's GPUs."""
-        return self.device_flops(dtype) * self.count
-
     def default_env_vars(self) -> dict[str, str]:
         """Env vars a GPU task gets unless the request sets them (empty: JAX picks)."""
         return {"JAX_PLATFORMS": ""}
 
 
-class TpuConfig(Model):
+class TpuConfig(_Accelerator):
     """One TPU slice type, ``variant`` (``"v5p-256"``; ``v5e-N`` is read as ``v5litepod-N``);
     multislice requests repeat it (see ``ResourceConfig.with_tpu``). ``topology`` is an
     optional physical topology string (``"4x4x8"``), passed through to backends."""
@@ -152,18 +168,6 @@ class TpuConfig(Model):
         """VMs (replicas) per slice."""
         return self.topology_info.vm_count
 
-    def device_flops(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s of one TPU chip at ``dtype`` (see ``fray.device_flops``).
-
-        Raises:
-            ValueError: The table has no figure for this TPU generation and dtype.
-        """
-        return _chip_flops(self.variant, dtype)
-
-    def total_flops(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s of one VM's chips (one replica)."""
-        return self.device_flops(dtype) * self.chip_count()
-
     def default_env_vars(self) -> dict[str, str]:
         """Env vars a TPU task gets unless the request sets them."""
         return self.topology_info.default_env_vars()
@@ -171,15 +175,6 @@ class TpuConfig(Model):
 
 _CPU_NOMINAL_FLOPS = 100e9  # what MFU code divides by for CPU work (the predecessor's figure)
 _UNITS = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10))
-
-
-def _chip_flops(variant: str, dtype: str) -> float:
-    from fray.device_flops import device_flops
-
-    flops = device_flops(variant, dtype)
-    if flops is None:
-        raise ValueError(f"no peak FLOP/s figure for {variant} at dtype {dtype!r}")
-    return flops
 
 
 def _scaled_size(size: str, factor: float) -> str:
@@ -260,16 +255,10 @@ class ResourceConfig(Model):
     @field_validator("regions", "device_alternatives", mode="before")
     @classmethod
     def _non_empty_names(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError("give a list of names, not a single string")
-        if value is not None:
-            value = as_tuple(value)
-            if not value:
-                raise ValueError("give at least one name, or None")
-            for item in value:
-                if not isinstance(item, str) or not item.strip():
-                    raise ValueError("every entry must be a non-empty string")
-        return value
+        listed = names(value, "names")
+        if listed == ():
+            raise ValueError("give at least one name, or None")
+        return listed
 
     @field_validator("regions")
     @classmethod

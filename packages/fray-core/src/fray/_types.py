@@ -17,7 +17,19 @@ from typing import Any, Literal, Self, cast
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fray._model import Float, Int, Model, Name, Seq, SeqOf, Str, StrSeq, as_tuple, parse_memory
+from fray._model import (
+    Float,
+    Int,
+    Model,
+    Name,
+    Seq,
+    SeqOf,
+    Str,
+    StrSeq,
+    as_tuple,
+    names,
+    parse_memory,
+)
 from fray._resources import GPU_TYPES, CpuConfig, DeviceConfig, GpuConfig, ResourceConfig, TpuConfig
 from fray._secrets import REDACTED, redact_env, redacted
 from fray.errors import InvalidRequestError
@@ -83,15 +95,8 @@ class EnvironmentConfig(Model):
     @field_validator("pip_packages", "extras", "setup_scripts", "sync_packages", mode="before")
     @classmethod
     def _names(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, str):
-            raise ValueError("give a list of strings, not a single string")
-        if value is None:
-            return None if info.field_name == "setup_scripts" else ()
-        value = as_tuple(value)
-        for item in value:
-            if not isinstance(item, str) or not item.strip():
-                raise ValueError("every entry must be a non-empty string")
-        return value
+        listed = names(value)
+        return () if listed is None and info.field_name != "setup_scripts" else listed
 
     @field_validator("env_vars", "secrets", mode="before")
     @classmethod

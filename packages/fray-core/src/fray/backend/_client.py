@@ -17,7 +17,6 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, final
 
 from fray import _bound
@@ -28,7 +27,7 @@ from fray.backend._events import TIMERS, EventThread, Wakeup
 from fray.backend._group import validate_actor_args
 from fray.backend._outcome import Outcome
 from fray.backend._record import JobRecord, Phase, job_id_part
-from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
+from fray.environment_variables import FRAY_JOB_HISTORY
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
 if TYPE_CHECKING:
@@ -106,12 +105,7 @@ class BaseClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
     # -- submitting --------------------------------------------------------------------------
@@ -146,8 +140,8 @@ class BaseClient:
             self._warn_ignored(request.environment)
         data = self._prepare(request) if prepared is _PREPARE else prepared
         self._check_open()
-        running = _bound.job.get()  # (the job whose code runs here) or its process's variable
-        parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
+        parent_id = _bound.current_job_id()
+        running = _bound.job.get()  # the job whose code runs here, if it lives in this process
         parent = running[2] if running is not None else None
         if not isinstance(parent, JobRecord) or parent.client is not self:
             parent = None
@@ -477,10 +471,8 @@ class BaseClient:
             actor_config=actor_config,
             single=single,
         )
-        running = _bound.job.get()  # the job that made it, if made inside one
-        made_by = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
-        with self._lock:
-            self._groups.append((group, made_by))
+        with self._lock:  # with the job that made it, if made inside one
+            self._groups.append((group, _bound.current_job_id()))
         return group
 
     def _actor_groups(self) -> list[tuple[Any, str | None]]:

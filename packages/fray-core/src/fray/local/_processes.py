@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -146,7 +147,7 @@ def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
         data.secrets = _deliver_secrets(request, data.workdir)
     port = _free_port() if isinstance(request.resources.device, TpuConfig) else 0
     replicas = [_Replica(i) for i in range(job.replicas)]
-    exits = _Exits(client, job, replicas)
+    exits: queue.SimpleQueue[_Replica] = queue.SimpleQueue()  # each replica once it exited
     with job.lock:
         if job.phase is not Phase.RUNNING:
             return Outcome.stopped()
@@ -175,70 +176,49 @@ def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
                 name=f"fray-log-{job.job_id}",
                 daemon=True,
             ).start()
-    exits.done.wait()
-    return exits.outcome()
+    # One replica down takes the attempt down: the first to fail stops the others.
+    bad: _Replica | None = None
+    for left in reversed(range(len(replicas))):
+        replica = exits.get()
+        if replica.code and bad is None:
+            bad = replica
+            if left:
+                stop_processes(replicas, client.grace)
+    return _outcome(job, replicas, bad)
 
 
-class _Exits:
-    """Collects the replicas' exits; one replica down takes the attempt down (the others
-    are stopped), and the last exit reports the attempt's outcome."""
-
-    def __init__(self, client: LocalClient, job: JobRecord, replicas: list[_Replica]) -> None:
-        self._client = client
-        self._job = job
-        self._replicas = replicas
-        self._lock = threading.Lock()
-        self._first_bad: _Replica | None = None
-        self._left = len(replicas)
-        self.done = threading.Event()
-
-    def exited(self, replica: _Replica, code: int) -> None:
-        with self._lock:
-            replica.code = code
-            self._left -= 1
-            first = code != 0 and self._first_bad is None
-            if first:
-                self._first_bad = replica
-            last = self._left == 0
-        if first and not last:
-            stop_processes(self._replicas, self._client.grace)
-        if last:
-            self.done.set()
-
-    def outcome(self) -> Outcome:
-        job, replicas, request = self._job, self._replicas, self._job.request
-        assert request is not None
-        entry = request.entrypoint
-        bad = self._first_bad
-        if bad is None:
-            if not entry.is_callable:
-                return Outcome.succeeded(None, exit_code=0)
-            values = [_read_result(r).value for r in replicas]
-            return Outcome.succeeded(values[0] if len(values) == 1 else values)
-        code = bad.code
-        assert code is not None
-        failed = max(sum(1 for r in replicas if r.code is not None and r.code > 0), 1)
-        where = f"replica {bad.index} " if len(replicas) > 1 else ""
-        if code < 0:
-            # Recorded as a shell reports it (128 + the signal), so `fray jobs` and the exit
-            # status of `fray run` agree.
-            sig = signal.Signals(-code)
-            if sig is signal.SIGKILL:
-                # Fray did not send it (a stop it sends is not an attempt's outcome): on one
-                # machine that is the out-of-memory killer or a user, not a lost node.
-                error = (
-                    f"{where}was killed by SIGKILL, not by Fray (on one machine usually the "
-                    "out-of-memory killer)"
-                )
-                return Outcome.failed(None, error, 128 + sig, failed)
-            return Outcome.preempted(f"{where}was killed by {sig.name}", 128 + sig)
-        if entry.is_callable:
-            record = _read_result(bad)
-            if record.kind == "failed" and record.cause is not None:
-                return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
-        last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
-        error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
-        return Outcome.failed(None, error, code, failed)  # the engine masks secrets in it
+def _outcome(job: JobRecord, replicas: list[_Replica], bad: _Replica | None) -> Outcome:
+    """How the attempt went, once every replica has exited (``bad``: the first that failed)."""
+    entry = job.request.entrypoint  # pyright: ignore[reportOptionalMemberAccess]
+    if bad is None:
+        if not entry.is_callable:
+            return Outcome.succeeded(None, exit_code=0)
+        values = [_read_result(r).value for r in replicas]
+        return Outcome.succeeded(values[0] if len(values) == 1 else values)
+    code = bad.code
+    assert code is not None
+    failed = max(sum(1 for r in replicas if r.code is not None and r.code > 0), 1)
+    where = f"replica {bad.index} " if len(replicas) > 1 else ""
+    if code < 0:
+        # Recorded as a shell reports it (128 + the signal), so `fray jobs` and the exit
+        # status of `fray run` agree.
+        sig = signal.Signals(-code)
+        if sig is signal.SIGKILL:
+            # Fray did not send it (a stop it sends is not an attempt's outcome): on one
+            # machine that is the out-of-memory killer or a user, not a lost node.
+            error = (
+                f"{where}was killed by SIGKILL, not by Fray (on one machine usually the "
+                "out-of-memory killer)"
+            )
+            return Outcome.failed(None, error, 128 + sig, failed)
+        return Outcome.preempted(f"{where}was killed by {sig.name}", 128 + sig)
+    if entry.is_callable:
+        record = _read_result(bad)
+        if record.kind == "failed" and record.cause is not None:
+            return Outcome.failed(record.cause, exit_code=code, failed_tasks=failed)
+    last = next((line for _ts, line in reversed(job.log.snapshot()) if line.strip()), "")
+    error = f"{where}exited with code {code}" + (f"; last output: {last}" if last else "")
+    return Outcome.failed(None, error, code, failed)  # the engine masks secrets in it
 
 
 def _read_result(replica: _Replica) -> Outcome:
@@ -254,7 +234,9 @@ def _read_result(replica: _Replica) -> Outcome:
         return Outcome.failed(RuntimeError(f"the job's result could not be read: {exc!r}"))
 
 
-def _pump(echo_logs: bool, job: JobRecord, replica: _Replica, exits: _Exits) -> None:
+def _pump(
+    echo_logs: bool, job: JobRecord, replica: _Replica, exits: queue.SimpleQueue[_Replica]
+) -> None:
     process = replica.process
     assert process is not None and process.stdout is not None
     echo = echo_stream() if echo_logs else None
@@ -273,7 +255,8 @@ def _pump(echo_logs: bool, job: JobRecord, replica: _Replica, exits: _Exits) -> 
                 echo.write(prefix + text)
     process.stdout.close()
     sweeper.join()
-    exits.exited(replica, process.wait())
+    replica.code = process.wait()
+    exits.put(replica)
 
 
 def _sweep_group(process: subprocess.Popen[bytes]) -> None:

@@ -98,14 +98,6 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     count = job.replicas
     replicas = [_Replica(i) for i in range(count)]
     job.data.replicas = replicas  # read by a stop under the job's lock, set before any runs
-    if count == 1:  # the common case, without the bookkeeping of several threads
-        try:  # a fresh context: what the job's code sets does not outlive it
-            value = contextvars.Context().run(_run_replica, client, job, replicas[0])
-        except Terminated:
-            return Outcome.stopped()
-        except BaseException as exc:
-            return Outcome.failed(exc)
-        return Outcome.succeeded(value)
     results: list[Any] = [None] * count
     errors: list[BaseException | None] = [None] * count
 
@@ -129,7 +121,7 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     failed = [error for error in errors if error is not None]
     if failed:
         return Outcome.failed(failed[0], failed_tasks=len(failed))
-    return Outcome.succeeded(results)
+    return Outcome.succeeded(results if count > 1 else results[0])
 
 
 def _run_replica(client: LocalClient, job: JobRecord, replica: _Replica) -> Any:
