@@ -135,6 +135,9 @@ def bench_ray(repeats: int) -> list[dict[str, Any]]:
 
     from fray_ray import RayClient
 
+    # run.py imports this file as ``bench_scale``: Ray's workers, started after this, find it.
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", namespace="scale")
     try:
         raw_noop = ray.remote(noop)
