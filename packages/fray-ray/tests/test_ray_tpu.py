@@ -24,8 +24,10 @@ def task_index() -> int:
 def test_a_tpu_request_without_fray_tpu_says_how_to_install_it(
     fake_tpu_ray_cluster: LocalRayCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # fray-ray does not depend on fray-tpu: it is imported at the first TPU request, and a
-    # driver without it gets the install line instead of an ImportError.
+    # fray-ray does not depend on fray-tpu: its gangs are an entry point loaded at the first
+    # TPU request, and a driver without them gets the install line instead of an ImportError.
+    # fray-ray's own test session has no fray-tpu (no entry point); in the workspace the
+    # module is made unimportable, as when fray-tpu's files are gone but not its metadata.
     import sys
 
     from fray.errors import BackendUnavailableError
