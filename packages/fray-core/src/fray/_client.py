@@ -103,32 +103,30 @@ def parse_client_spec(spec: str, field: str = FRAY_CLIENT_SPEC) -> ClientSpec:
     ``field`` names where it came from in error messages."""
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidRequestError.for_field(field, spec, f"use one of: {SPEC_FORMS}")
-    raw = spec
-    spec = spec.strip()
-    rest, _, query = spec.partition("?")
+    rest, _, query = spec.strip().partition("?")
     if "://" in rest:
         scheme, _, address = rest.partition("://")
         if not address or "/" in address:
             raise InvalidRequestError.for_field(
-                field, raw, "the address after '://' must be host:port"
+                field, spec, "the address after '://' must be host:port"
             )
     else:
         scheme, address = rest, None
     scheme = scheme.lower()
     if not scheme.isidentifier():
-        raise InvalidRequestError.for_field(field, raw, f"use one of: {SPEC_FORMS}")
+        raise InvalidRequestError.for_field(field, spec, f"use one of: {SPEC_FORMS}")
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise InvalidRequestError.for_field(
-            field, raw, "parameters must look like ?key=value&key2=value2"
+            field, spec, "parameters must look like ?key=value&key2=value2"
         ) from None
     params: dict[str, str] = {}
     for key, value in pairs:
         if key in params:
-            raise InvalidRequestError.for_field(field, raw, f"parameter {key!r} is given twice")
+            raise InvalidRequestError.for_field(field, spec, f"parameter {key!r} is given twice")
         params[key] = value
-    return ClientSpec(scheme, address, params, raw, field)
+    return ClientSpec(scheme, address, params, spec, field)
 
 
 def _load_backend(scheme: str, field: str = FRAY_CLIENT_SPEC) -> Callable[[ClientSpec], Any]:

@@ -29,17 +29,11 @@ __all__ = [
     "names",
     "parse_memory",
     "reject_reserved",
+    "whole",
 ]
 
 # ---------------------------------------------------------------------------------------------
 # Validation plumbing
-
-
-def _clean_message(message: str) -> str:
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if message.startswith(prefix):
-            return message[len(prefix) :]
-    return message
 
 
 def _translate(model: str, err: ValidationError) -> InvalidRequestError:
@@ -50,11 +44,11 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
         loc = [
             str(p) for p in item["loc"] if p not in ("cpu", "gpu", "tpu") or len(item["loc"]) == 1
         ]
-        field = ".".join([model, *loc]) if loc else model
+        field = ".".join([model, *loc])
         inner = (item.get("ctx") or {}).get("error")
         if isinstance(inner, InvalidRequestError) and inner.field:
             # A nested model rejected its own field: report it at its full path.
-            inner_field = inner.field.split(".", 1)[1] if "." in inner.field else inner.field
+            inner_field = inner.field.split(".", 1)[-1]
             problems.append((f"{field}.{inner_field}", inner.value, inner.allowed))
             continue
         if item["type"] == "extra_forbidden":
@@ -62,17 +56,15 @@ def _translate(model: str, err: ValidationError) -> InvalidRequestError:
         elif item["type"] == "missing":
             allowed = "this field is required"
         else:
-            allowed = _clean_message(item["msg"]).replace("Input should be", "must be")
+            message = item["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            allowed = message.replace("Input should be", "must be")
         value = REDACTED if "secrets" in loc else item.get("input")
         problems.append((field, redacted(value), allowed))
     field, value, allowed = problems[0]
+    lines = [f"{where}: {bad!r} is not valid; {rule}" for where, bad, rule in problems]
     if allowed == "this field is required" and len(problems) == 1:
-        message = f"{field}: {allowed}"
-    else:
-        message = f"{field}: {value!r} is not valid; {allowed}"
-    for extra_field, extra_value, extra_allowed in problems[1:]:
-        message += f"\n{extra_field}: {extra_value!r} is not valid; {extra_allowed}"
-    return InvalidRequestError(message, field=field, value=value, allowed=allowed)
+        lines = [f"{field}: {allowed}"]
+    return InvalidRequestError("\n".join(lines), field=field, value=value, allowed=allowed)
 
 
 def _dataclass_fields(cls: type[BaseModel]) -> dict[str, dataclasses.Field[Any]]:
@@ -261,6 +253,11 @@ def as_tuple(value: Any) -> tuple[Any, ...]:
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         raise ValueError(f"give a list, not {type(cast(object, value)).__name__}")
     return tuple(cast(Iterable[Any], value))
+
+
+def whole(value: object, minimum: int, maximum: float = math.inf) -> bool:
+    """Whether ``value`` is an ``int`` (not a ``bool``) from ``minimum`` to ``maximum``."""
+    return type(value) is not bool and isinstance(value, int) and minimum <= value <= maximum
 
 
 def _number(value: Any) -> Any:

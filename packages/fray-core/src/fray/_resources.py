@@ -21,6 +21,7 @@ from fray._model import (
     names,
     parse_memory,
     reject_reserved,
+    whole,
 )
 from fray.errors import InvalidRequestError
 
@@ -396,7 +397,7 @@ class ResourceConfig(Model):
                 tpu_type,
                 "give a TPU type such as 'v5p-8', or a list of acceptable ones",
             )
-        if isinstance(slice_count, bool) or not isinstance(slice_count, int) or slice_count < 1:
+        if not whole(slice_count, 1):
             raise InvalidRequestError.for_field(
                 "ResourceConfig.with_tpu.slice_count", slice_count, "must be an integer >= 1"
             )

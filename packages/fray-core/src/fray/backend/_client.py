@@ -27,7 +27,7 @@ from fray.backend._events import TIMERS, EventThread, Wakeup
 from fray.backend._group import validate_actor_args
 from fray.backend._outcome import Outcome
 from fray.backend._record import JobRecord, Phase, job_id_part
-from fray.environment_variables import FRAY_JOB_HISTORY
+from fray.environment_variables import FRAY_JOB_HISTORY, FRAY_JOB_ID
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError
 
 if TYPE_CHECKING:
@@ -140,8 +140,8 @@ class BaseClient:
             self._warn_ignored(request.environment)
         data = self._prepare(request) if prepared is _PREPARE else prepared
         self._check_open()
-        parent_id = _bound.current_job_id()
-        running = _bound.job.get()  # the job whose code runs here, if it lives in this process
+        running = _bound.job.get()  # (the job whose code runs here) or its process's variable
+        parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
         parent = running[2] if running is not None else None
         if not isinstance(parent, JobRecord) or parent.client is not self:
             parent = None

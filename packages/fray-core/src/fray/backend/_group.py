@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from fray._model import whole
 from fray._types import ActorConfig, JobStatus, ResourceConfig
 from fray.errors import ActorError, InvalidRequestError, JobTimeoutError
 
@@ -33,7 +34,7 @@ def validate_actor_args(
         raise InvalidRequestError.for_field(
             "name", name, "actor names are 1-128 letters, digits, '-', '_' and '.'"
         )
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if not whole(count, 1):
         raise InvalidRequestError.for_field("count", count, "must be an integer >= 1")
     if resources is not None and not isinstance(resources, ResourceConfig):
         raise InvalidRequestError.for_field("resources", resources, "must be a ResourceConfig")
@@ -150,7 +151,7 @@ class BaseActorGroup:
         :meth:`_pending_reasons`."""
         total = len(self._members)
         want = total if count is None else count
-        if isinstance(want, bool) or not isinstance(want, int) or not 0 <= want <= total:
+        if not whole(want, 0, total):
             raise InvalidRequestError.for_field(
                 "wait_ready.count", count, f"must be an integer from 0 to the group size {total}"
             )

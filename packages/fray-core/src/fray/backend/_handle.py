@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, overload
 
+from fray._model import whole
 from fray._types import JobInfo, JobStatus
 from fray.backend._record import JobRecord
 from fray.errors import InvalidRequestError, JobFailedError, JobTimeoutError
@@ -108,9 +109,7 @@ class BaseJobHandle:
     ) -> tuple[str, ...] | Iterator[str]:
         """The job's output lines, a tuple (with ``follow``, an iterator); see
         ``fray.JobHandle.logs``."""
-        if max_lines is not None and (
-            isinstance(max_lines, bool) or not isinstance(max_lines, int) or max_lines < 0
-        ):
+        if max_lines is not None and not whole(max_lines, 0):
             raise InvalidRequestError.for_field(
                 "logs.max_lines",
                 max_lines,

@@ -64,8 +64,7 @@ class _Mailbox:
 
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Written for the benchmark row "vs predecessor: actor blocking call": the claim
-        # takes the condition's lock (a ``with`` on the condition is two Python calls), and
-        # the call binds the actor with one context-variable set, without ``invoke``'s frame.
+        # takes the condition's lock (a ``with`` on the condition is two Python calls).
         lock = self._lock
         lock.acquire()
         try:
@@ -78,14 +77,9 @@ class _Mailbox:
             lock.release()
         if not inline:
             return self.submit(method, args, kwargs).result()
-        actor = self._actor
-        token = bound.set((actor.system.client, actor.context))
         try:
-            return getattr(actor.instance, method)(*args, **kwargs)
-        except SystemExit as exc:
-            raise actor.exited(exc) from None
+            return self._actor.invoke(method, args, kwargs)
         finally:
-            bound.reset(token)
             lock.acquire()
             self._active -= 1
             if self._queue:

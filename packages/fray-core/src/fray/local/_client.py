@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fray._actor import HostedActor
+from fray._model import whole
 from fray._types import ActorConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilities_of
 from fray.backend._capabilities import has_secrets, sets_env_vars
@@ -178,16 +179,13 @@ class LocalClient(BaseClient):
         record: bool = False,
     ) -> None:
         super().__init__(target, "LocalClient.target")
-        if max_threads is not None and (
-            isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
-        ):
+        if max_threads is not None and not whole(max_threads, 1):
             raise InvalidRequestError.for_field(
                 "LocalClient.max_threads", max_threads, "must be an integer >= 1, or None"
             )
-        if not isinstance(echo_logs, bool):
-            raise InvalidRequestError.for_field("LocalClient.echo_logs", echo_logs, "True or False")
-        if not isinstance(record, bool):
-            raise InvalidRequestError.for_field("LocalClient.record", record, "True or False")
+        for field, value in (("echo_logs", echo_logs), ("record", record)):
+            if not isinstance(value, bool):
+                raise InvalidRequestError.for_field(f"LocalClient.{field}", value, "True or False")
         self.max_threads = max_threads
         self.echo_logs = echo_logs
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
@@ -214,9 +212,6 @@ class LocalClient(BaseClient):
     # -- jobs --------------------------------------------------------------------------------
 
     def _prepare(self, request: JobRequest) -> LocalData:
-        plain = request.environment is None and request.isolation == "auto"
-        if plain and request.entrypoint.is_callable and request.resources.device.kind != "tpu":
-            return LocalData(False, None)  # most jobs: a thread, nothing to check
         _check_packages(request)
         process = _needs_process(request)
         payload = _payload(request) if process and request.entrypoint.is_callable else None
