@@ -282,24 +282,31 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
     a, b = (("stdout", 1, "a"), "a"), (("stdout", 3, "b"), "b")
     late = (("stdout", 2, "from kid"), "[job/kid] from kid")
     seen = IrisJob(wire=JobName.from_wire("/root/job"))
-    assert seen.merge(True, [a, b]) == ["a", "b"]
-    assert seen.merge(True, [a, late, b]) == ["a", "b", "[job/kid] from kid"]
-    assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
-    assert seen.merge(True, [a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
-    assert seen.merge(False, [a]) == ["a"]
+    assert seen.family.merge([a, b]) == ["a", "b"]
+    assert seen.family.merge([a, late, b]) == ["a", "b", "[job/kid] from kid"]
+    assert seen.family.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.family.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.own.merge([a]) == ["a"]
 
 
 def test_task_stores_an_error_that_does_not_pickle_as_its_text(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from fray_iris._task import ResultStore, run_callable
+    from fray_iris._views import END_OF_OUTPUT
 
     monkeypatch.setenv("IRIS_TASK_ID", "/root/unpicklable/0")
     for name in ("FRAY_JOB_ID", "FRAY_TASK_INDEX", "FRAY_NUM_TASKS", "FRAY_IRIS_RESULTS_URL"):
         monkeypatch.setenv(name, "")  # the task sets them; put back after the test
     url = f"file://{tmp_path}"
-    with pytest.raises(ep.UnpicklableError):
+    with pytest.raises(SystemExit) as exited:  # the traceback printed, then the end marker
         run_callable(ep.raise_unpicklable, ("holds a lock",), {}, url)
+    assert exited.value.code == 1 and isinstance(exited.value.__cause__, ep.UnpicklableError)
+    out, err = capfd.readouterr()
+    assert out.splitlines()[-1] == END_OF_OUTPUT
+    *traceback, last = err.splitlines()
+    assert traceback[-1].endswith("UnpicklableError: holds a lock")
+    assert last == f"{END_OF_OUTPUT} UnpicklableError: holds a lock"
     store = ResultStore(url)
     kind, outcome = store.read(store.task_path("/root/unpicklable", 0))
     assert kind == "error"

@@ -4,12 +4,16 @@ is killed, client specs and auto-detection inside a job."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import pickle
 import queue
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,8 @@ from fray import ActorConfig, Entrypoint, JobRequest, JobStatus, ResourceConfig
 from fray.errors import ActorDiedError, ActorError, InvalidRequestError, JobNotFoundError
 from fray_iris import IrisClient
 from fray_iris._convert import line
+from fray_iris._job import LOGS_GRACE_S
+from fray_iris._views import END_OF_OUTPUT
 from fray_testing.conformance import entrypoints as ep
 from fray_testing.conformance import host_in_job
 
@@ -607,3 +613,102 @@ def test_discover_new_stops_at_its_target_and_wait_streams_logs(
     # Printed before wait returns, all of them: Iris ends the job before its worker has sent
     # the last lines, which may come in more than one batch.
     assert set(lines) <= set(capfd.readouterr().out.splitlines())
+
+
+@contextlib.contextmanager
+def late_lines(monkeypatch: pytest.MonkeyPatch, name: str, delay: float) -> Iterator[None]:
+    """Iris's workers (threads of this process) send the lines of the job ``name`` ``delay``
+    seconds late, in order: as on a busy machine, they reach Iris well after the job's end."""
+    from finelog.client import LogClient
+
+    send = LogClient.write_batch
+    held: queue.Queue[tuple[float, Any, str, list[Any]] | None] = queue.Queue()
+
+    def write_batch(self: Any, key: str, messages: Any) -> None:
+        if f"/{name}/" not in key:
+            return send(self, key, messages)
+        held.put((time.monotonic() + delay, self, key, list(messages)))
+
+    def sender() -> None:
+        while (item := held.get()) is not None:
+            at, client, key, messages = item
+            time.sleep(max(at - time.monotonic(), 0.0))  # the delay this test injects
+            send(client, key, messages)
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    monkeypatch.setattr(LogClient, "write_batch", write_batch)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(LogClient, "write_batch", send)
+        held.put(None)
+        thread.join()
+
+
+def print_on_both_streams(lines: list[str]) -> None:
+    """Prints each line to stdout and to stderr, right before the task exits."""
+    for text in lines:
+        print(text)
+        print(f"{text} on stderr", file=sys.stderr)
+
+
+def test_wait_streams_every_line_when_iris_sends_them_after_the_end(
+    iris_client: IrisClient, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each of Fray's tasks ends its output with a marker on both streams: an ended job's lines
+    # are whole once every task showed it, however late Iris gets them (here twice the grace
+    # a task without a marker is given), and the marker is never shown.
+    name = f"late-{os.urandom(3).hex()}"
+    lines = [f"late {i}" for i in range(3)]
+    expected = sorted([*lines, *(f"{text} on stderr" for text in lines)])
+    with late_lines(monkeypatch, name, delay=2 * LOGS_GRACE_S):
+        job = iris_client.submit(
+            JobRequest(
+                name=name, entrypoint=Entrypoint.from_callable(print_on_both_streams, [lines])
+            )
+        )
+        assert job.wait(timeout=TIMEOUT, stream_logs=True) is JobStatus.SUCCEEDED
+        printed = capfd.readouterr().out.splitlines()
+    assert sorted(text for text in printed if text.startswith("late ")) == expected
+    assert not any(END_OF_OUTPUT in text for text in printed)
+    assert sorted(job.logs()) == expected
+
+
+def test_a_failed_jobs_lines_end_with_its_traceback_and_no_marker(
+    iris_client: IrisClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"latefail-{os.urandom(3).hex()}"
+    with late_lines(monkeypatch, name, delay=2 * LOGS_GRACE_S):
+        job = iris_client.submit(
+            JobRequest(
+                name=name,
+                entrypoint=Entrypoint.from_callable(ep.print_then_fail, ["before", "it broke"]),
+            )
+        )
+        assert job.wait(timeout=TIMEOUT, raise_on_failure=False) is JobStatus.FAILED
+        lines = list(job.logs())
+    assert lines[0] == "before"
+    assert lines[-1].endswith("ConformanceError: it broke")  # the traceback's last line
+    assert not any(END_OF_OUTPUT in text for text in lines)
+    error = line.tasks(iris_client.iris, JobName.from_wire(job.iris_job_id))[0].error
+    assert error.endswith(". stderr: ConformanceError: it broke")  # Iris's, without the marker
+
+
+def test_lines_without_an_end_marker_are_waited_for_briefly_and_said_so(
+    iris_client: IrisClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A command job writes no marker: its lines are read LOGS_GRACE_S after its end, and a
+    # warning names the job, once.
+    job = iris_client.submit(
+        JobRequest(
+            name=f"nomark-{os.urandom(3).hex()}",
+            entrypoint=Entrypoint.from_command(sys.executable, "-c", "print('from a command')"),
+        )
+    )
+    assert job.wait(timeout=TIMEOUT) is JobStatus.SUCCEEDED
+    with caplog.at_level(logging.WARNING, logger="fray.iris"):
+        assert list(job.logs()) == ["from a command"]
+        assert list(job.logs()) == ["from a command"]
+    warned = [r.getMessage() for r in caplog.records if job.job_id in r.getMessage()]
+    assert len(warned) == 1 and "no end-of-output marker from task(s) 0" in warned[0]

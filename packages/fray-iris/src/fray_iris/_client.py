@@ -45,9 +45,9 @@ from fray_iris import _convert as convert
 from fray_iris._actors import IrisActorGroup
 from fray_iris._convert import job_status, line, translate_errors
 from fray_iris._host import host_actor
-from fray_iris._job import IrisJob, observed
+from fray_iris._job import LOGS_WAIT_S, IrisJob, observed
 from fray_iris._task import ResultStore, default_local_results_url, is_loopback, serving_hosts
-from fray_iris._views import FINISHED, JobView, LogLine, fray_job_id
+from fray_iris._views import FINISHED, JobView, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
 logger = logging.getLogger("fray.iris")
@@ -56,7 +56,6 @@ POLL_FIRST_S = 0.02  # the watcher's first pause after a job was submitted or mo
 POLL_MAX_S = 1.0  # growing by half each round to this
 PENDING_REASON_EVERY_S = 1.0
 STOP_GRACE_S = 120.0  # how long a stopped job may take before it is recorded STOPPED anyway
-LOGS_SETTLE_S = 1.0  # Iris's worker sends a job's last lines after its end, in batches 1 s apart
 _IRIS_TIMEOUT = "Execution timeout exceeded"  # Iris's error for a task past its timeout
 UNLIMITED_RETRIES = 1000  # Iris's retries for an actor that restarts without limit
 
@@ -85,8 +84,8 @@ class IrisJobHandle(BaseJobHandle):
         printer.start()
         try:
             return super().wait(timeout, raise_on_failure=raise_on_failure)
-        finally:  # the last lines come after the end: printed before it returns
-            printer.join(4 * LOGS_SETTLE_S + POLL_MAX_S if self._job.is_done else 0)
+        finally:  # its lines end once they are whole (_lines waits for that, bounded)
+            printer.join(LOGS_WAIT_S + POLL_MAX_S if self._job.is_done else 0)
 
 
 def _print_all(handle: IrisJobHandle) -> None:
@@ -295,6 +294,7 @@ class IrisClient(BaseClient):
                 if live:
                     return
             tasks = line.tasks(self.iris, wire)
+        job.data.tasks = tasks  # before it ends: its lines are whole as they say
         request = job.request
         if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
             job.observe(observed(view, tasks))  # it ends as the engine ends an unplaced attempt
@@ -423,37 +423,29 @@ class IrisClient(BaseClient):
         return job.info(children=children, pending_reason=self._pending_reason(job))
 
     def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
-        """The job's lines from Iris (children's prefixed with their ids, where asked)."""
+        """The job's lines from Iris (children's prefixed with their ids, where asked); an
+        ended job's once they are whole (see :meth:`IrisJob.settled`)."""
         data: IrisJob = job.data
         if data.wire is None:
             return super()._lines(job, include_children, tail)
-        while True:  # an ended job's lines are whole once a fetch a while after both adds none
-            before = data.new_at
-            ended = job.finished_at if job.is_done else None
-            if ended is not None:
-                time.sleep(max(max(ended, before) + LOGS_SETTLE_S - time.time(), 0.0))
+        window, pause = tail, POLL_FIRST_S
+        while True:
+            ended = job.is_done  # before the look: what it sees came after the end
+            asked = window + 2 * job.replicas if window else 0  # room for the end markers
             with self._asking(f"logs of {job.job_id}", job):
-                entries = line.logs(self.iris, data.wire, max_lines=tail or 0, tail=bool(tail))
-                lines = self._own(job, entries, include_children)
-                if tail and len(lines) < tail <= len(entries):  # children's lines took some
-                    lines = self._own(job, line.logs(self.iris, data.wire), include_children)
+                entries = line.logs(self.iris, data.wire, max_lines=asked, tail=bool(window))
+                lines = data.take(job, entries, include_children)
+                if window and len(lines) < window and len(entries) == asked:  # children's lines
+                    lines = data.take(job, line.logs(self.iris, data.wire), include_children)
             if tail:
-                return [text for _key, text in lines][-tail:]
-            lines = data.merge(include_children, lines)
-            if ended is None or data.new_at == before or time.time() > ended + 5 * LOGS_SETTLE_S:
-                return lines
-
-    def _own(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
-        """Its lines (``[i] `` first), if asked its descendants' (``[<id>] `` first), with keys."""
-        out: list[Any] = []
-        wire = job.data.iris_id.to_wire()
-        for entry in entries:
-            owner, _, index = entry.task.rpartition("/")
-            if owner == wire:
-                out.append((entry, f"[{index}] {entry.text}" if job.replicas > 1 else entry.text))
-            elif children:
-                out.append((entry, f"[{fray_job_id(owner)}] {entry.text}"))
-        return out
+                texts = [text for _key, text in lines][-tail:]
+            else:
+                texts = (data.family if include_children else data.own).merge(lines)
+            if not ended or data.settled(job):
+                return texts
+            window = None  # a task's marker may lie before the last lines: look at all
+            time.sleep(pause)  # Iris has no call that waits for lines: look again soon
+            pause = min(pause * 1.5, POLL_MAX_S)
 
     def get_job(self, job_id: str) -> IrisJobHandle:
         """A handle to a job on the cluster by Fray id or Iris wire id (or JobNotFoundError)."""

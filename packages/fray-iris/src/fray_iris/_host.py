@@ -29,7 +29,7 @@ from fray import ActorConfig, ActorContext
 from fray.backend import Outcome, ShutdownEvent, binding, restart_allowed
 from fray.errors import ActorDiedError, ActorUnavailableError
 from fray_iris._actors import IrisActorHandle
-from fray_iris._task import ResultStore, enter_task, serving_hosts
+from fray_iris._task import ResultStore, end_output, enter_task, serving_hosts
 
 EXIT_DELAY_S = 0.5  # lets the call that ended an actor send its answer before the task exits
 
@@ -178,6 +178,7 @@ def host_actor(
         why = f"died with no restarts left (max_restarts={restarts})"
         record(Outcome.failed(ActorDiedError(f"actor {name} {why}")))
         print(f"[fray] actor {name} {why}", flush=True)
+        end_output()
         return
 
     actor = ServedActor(name, record, restart_allowed(ran, restarts), config.max_concurrency)
@@ -190,7 +191,7 @@ def host_actor(
     if built.kind != "succeeded":
         sys.stderr.write(built.trace or f"{built.error}\n")
         record(built)
-        sys.stderr.flush()
+        end_output()
         return
 
     public = {n: getattr(built.value, n, None) for n in dir(built.value) if not n.startswith("_")}
@@ -204,6 +205,5 @@ def host_actor(
     endpoint_id = ctx.registry.register(endpoint, address, metadata={"fray": "actor"})
     print(f"[fray] actor {name} serving on {advertise}:{port}", flush=True)
     actor.serve(functools.partial(ctx.registry.unregister, endpoint_id))
-    sys.stdout.flush()
-    sys.stderr.flush()
+    end_output("the actor restarts" if actor.exit_code else "")
     os._exit(actor.exit_code)  # the server's threads would keep the task alive

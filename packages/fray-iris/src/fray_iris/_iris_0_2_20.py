@@ -14,7 +14,7 @@ from iris.rpc import job_pb2
 
 from fray import EnvironmentConfig
 from fray.errors import InvalidRequestError
-from fray_iris._views import JobView, LogLine, TaskView
+from fray_iris._views import JobView, LogLine, TaskView, iris_error
 
 VERSION = "0.2.20"
 NEWER = "marin-iris 0.2.227 (Python >= 3.12)"
@@ -60,7 +60,7 @@ def _view(p: job_pb2.JobStatus) -> JobView:
     counts = (p.exit_code, p.failure_count, p.preemption_count)
     times = (_seconds(p.submitted_at), _seconds(p.started_at), _seconds(p.finished_at))
     rest = (p.pending_reason, p.task_count)
-    return JobView(p.job_id, state_name(p.state), p.error, *counts, *times, *rest)
+    return JobView(p.job_id, state_name(p.state), iris_error(p.error), *counts, *times, *rest)
 
 
 def states(raw: IrisClient, wires: list[JobName]) -> dict[str, str]:
@@ -86,7 +86,7 @@ def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
         started = state not in ("pending", "unspecified")
         attempts = max(len(t.attempts), t.current_attempt_id + 1 if started else 0)
         index = int(t.task_id.rstrip("/").rsplit("/", 1)[-1])
-        found.append(TaskView(index, state, attempts, t.exit_code, t.error))
+        found.append(TaskView(index, state, attempts, t.exit_code, iris_error(t.error)))
     return found
 
 
@@ -105,7 +105,10 @@ def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False)
     with ``tail``, the last ``max_lines``.
     """
     entries = raw.fetch_task_logs(wire, max_lines=max_lines, tail=tail)
-    return [LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data) for e in entries]
+    return [
+        LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data, e.attempt_id)
+        for e in entries
+    ]
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:

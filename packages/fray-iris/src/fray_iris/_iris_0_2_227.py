@@ -16,7 +16,7 @@ from rigging.secrets import SecretBehavior
 
 from fray_iris._iris_0_2_20 import controller_address as controller_address
 from fray_iris._iris_0_2_20 import states as states
-from fray_iris._views import JobView, LogLine, TaskView
+from fray_iris._views import JobView, LogLine, TaskView, iris_error
 
 FAILURE_BUDGET = True  # submit(max_task_failures=): failed attempts of the whole job
 CONTAINER_PROFILES: dict[str, int] = dict(job_pb2.ContainerProfile.items())
@@ -60,7 +60,9 @@ def _view(s: Any) -> JobView:
     counts = (s.exit_code, s.failure_count, s.preemption_count)
     times = (_seconds(s.submitted_at), _seconds(s.started_at), _seconds(s.finished_at))
     rest = (s.pending_reason, s.task_count)
-    return JobView(s.job_id.to_wire(), s.state.value, s.error_message, *counts, *times, *rest)
+    return JobView(
+        s.job_id.to_wire(), s.state.value, iris_error(s.error_message), *counts, *times, *rest
+    )
 
 
 def status(raw: IrisClient, wire: JobName) -> JobView:
@@ -75,7 +77,11 @@ def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
         state = t.state.value
         started = state not in ("pending", "unspecified")
         attempts = max(len(t.attempts), t.current_attempt_number + 1 if started else 0)
-        found.append(TaskView(t.task_id.task_index, state, attempts, t.exit_code, t.error_message))
+        found.append(
+            TaskView(
+                t.task_id.task_index, state, attempts, t.exit_code, iris_error(t.error_message)
+            )
+        )
     return found
 
 
@@ -94,7 +100,10 @@ def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False)
     with ``tail``, the last ``max_lines``.
     """
     entries = raw.job(wire).logs(max_lines=max_lines, tail=tail)
-    return [LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data) for e in entries]
+    return [
+        LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data, e.attempt_id)
+        for e in entries
+    ]
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:

@@ -6,15 +6,58 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
+import logging
 import time
 from typing import Any
 
 from iris.cluster.types import JobName
 
 from fray import JobStatus
-from fray.backend import Observed
+from fray.backend import JobRecord, Observed
 from fray_iris import _convert as convert
-from fray_iris._views import JobView, TaskView
+from fray_iris._views import END_OF_OUTPUT, STREAMS, JobView, LogLine, TaskView, fray_job_id
+
+logger = logging.getLogger("fray.iris")
+
+# Iris's worker sends a task's last lines after its end. Each of Fray's tasks ends its output
+# with a marker, waited for this long after the job's end; a task that cannot write one (a
+# command, a task Iris killed) is given LOGS_GRACE_S.
+LOGS_WAIT_S = 30.0
+LOGS_GRACE_S = 2.0
+_ENDED_ITSELF = ("succeeded", "failed")  # task states where its own code ran to its end
+
+
+class Output(enum.Enum):
+    """Whether a job's lines on Iris are whole."""
+
+    OPEN = "open"  # it runs, or its last lines may still come
+    WHOLE = "whole"  # each task showed its end-of-output marker
+    CUT = "cut"  # some task's marker did not come (or cannot): a warning said so
+
+
+@dataclasses.dataclass(slots=True)
+class SeenLines:
+    """One view of a job's lines (its own, or with its descendants') in the order first
+    seen: Iris returns every line so far on each fetch, and a child's late line is added.
+
+    Attributes:
+        lines: The lines.
+        seen: How often each line's key was seen.
+    """
+
+    lines: list[str] = dataclasses.field(default_factory=list)
+    seen: collections.Counter[Any] = dataclasses.field(default_factory=collections.Counter)
+
+    def merge(self, entries: list[tuple[Any, str]]) -> list[str]:
+        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
+        fresh: collections.Counter[Any] = collections.Counter()
+        for key, text in entries:
+            fresh[key] += 1
+            if fresh[key] > self.seen[key]:
+                self.seen[key] += 1
+                self.lines.append(text)
+        return self.lines
 
 
 @dataclasses.dataclass(slots=True)
@@ -27,10 +70,11 @@ class IrisJob:
         wire: The Iris job id, once Iris has the job (``None`` before).
         pending_reason: Iris's last reason for not placing the job.
         pending_at: When that reason was asked for (monotonic seconds).
-        lines: Its lines in the order first seen, without and with its children's (Iris
-            returns every line so far on each fetch; a child's late line is added).
-        seen: How often each line's key was seen, per entry of ``lines``.
-        new_at: When a fetch last brought a new line (epoch seconds).
+        own: Its lines.
+        family: Its lines and its descendants'.
+        tasks: Its tasks as Iris reported them when the job ended.
+        ends: ``(task wire id, attempt, stream)`` of each end-of-output marker seen.
+        output: Whether its lines are whole.
     """
 
     entrypoint: Any = None
@@ -38,9 +82,11 @@ class IrisJob:
     wire: JobName | None = None
     pending_reason: str | None = None
     pending_at: float = 0.0
-    lines: dict[bool, list[str]] = dataclasses.field(default_factory=lambda: {False: [], True: []})
-    seen: dict[bool, collections.Counter[Any]] = dataclasses.field(default_factory=dict)
-    new_at: float = 0.0
+    own: SeenLines = dataclasses.field(default_factory=SeenLines)
+    family: SeenLines = dataclasses.field(default_factory=SeenLines)
+    tasks: list[TaskView] = dataclasses.field(default_factory=list)
+    ends: set[tuple[str, int, str]] = dataclasses.field(default_factory=set)
+    output: Output = Output.OPEN
 
     @property
     def iris_id(self) -> JobName:
@@ -49,17 +95,55 @@ class IrisJob:
             raise RuntimeError("the job has not been submitted to Iris yet")
         return self.wire
 
-    def merge(self, children: bool, entries: list[tuple[Any, str]]) -> list[str]:
-        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
-        seen = self.seen.setdefault(children, collections.Counter())
-        fresh: collections.Counter[Any] = collections.Counter()
-        for key, text in entries:
-            fresh[key] += 1
-            if fresh[key] > seen[key]:
-                seen[key] += 1
-                self.lines[children].append(text)
-                self.new_at = time.time()
-        return self.lines[children]
+    def take(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
+        """Its lines (``[i] `` first), if asked its descendants' (``[<id>] `` first), with
+        keys; its tasks' end-of-output markers are noted, and nobody's is kept."""
+        out: list[Any] = []
+        wire = self.iris_id.to_wire()
+        for entry in entries:
+            owner, _, index = entry.task.rpartition("/")
+            text, marker, _ = entry.text.partition(END_OF_OUTPUT)
+            if marker and owner == wire:
+                self.ends.add((entry.task, entry.attempt, entry.stream))
+            if marker and not text:
+                continue
+            if owner == wire:
+                out.append((entry, f"[{index}] {text}" if job.replicas > 1 else text))
+            elif children:
+                out.append((entry, f"[{fray_job_id(owner)}] {text}"))
+        return out
+
+    def settled(self, job: JobRecord) -> bool:
+        """Whether the ended job's lines are whole: each task's last attempt has shown the
+        end-of-output marker on both streams. A marker that may still come (the task ended
+        by itself) is waited for :data:`LOGS_WAIT_S` after the end, one that cannot (a
+        command, a task Iris killed) :data:`LOGS_GRACE_S`; then a warning says, once, that
+        lines may be missing."""
+        if self.output is not Output.OPEN:
+            return True
+        wire = self.iris_id.to_wire()
+        fray_task = job.request is not None and job.request.entrypoint.is_callable
+        missing = {  # task index: whether its marker may still come
+            t.task_index: fray_task and t.state in _ENDED_ITSELF and 0 <= t.exit_code < 128
+            for t in self.tasks
+            if t.attempts
+            and not {(f"{wire}/{t.task_index}", t.attempts - 1, s) for s in STREAMS} <= self.ends
+        }
+        if not missing:
+            self.output = Output.WHOLE
+            return True
+        wait = LOGS_WAIT_S if all(missing.values()) else LOGS_GRACE_S
+        if time.time() < (job.finished_at or 0.0) + wait:
+            return False
+        self.output = Output.CUT
+        logger.warning(
+            "the lines of job %s may be incomplete: no end-of-output marker from task(s) %s "
+            "within %g s of its end (a command, or a task Iris stopped, writes none)",
+            job.job_id,
+            ", ".join(map(str, sorted(missing))),
+            wait,
+        )
+        return True
 
 
 def observed(

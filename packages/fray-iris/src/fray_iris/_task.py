@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from fray_iris._views import fray_job_id
+from fray_iris._views import END_OF_OUTPUT, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
 
@@ -42,7 +42,8 @@ def run_callable(
     results_url: str | None,
     tpu: tuple[str, int] | None = None,
 ) -> None:
-    """Runs a job's callable and stores its value or exception (raised again, for Iris). A TPU
+    """Runs a job's callable, stores its value or exception, and ends the task's output (a
+    failure prints its traceback first and exits 1, or as its ``SystemExit`` says). A TPU
     job's replicas (``tpu``: type, VMs) get ``TPU_WORKER_ID``, ``TPU_ACCELERATOR_TYPE`` if unset."""
     job_wire, index = enter_task(results_url)
     if tpu is not None:
@@ -54,27 +55,37 @@ def run_callable(
         store.remove(path)  # a record left by an earlier job of the same name
     try:
         value = fn(*args, **kwargs)
+        if store is not None:
+            try:
+                store.write(path, ("ok", value))
+            except Exception as exc:
+                why = f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
+                raise RuntimeError(why) from exc
     except BaseException as exc:
-        _store_failure(store, path, exc)
-        raise
-    if store is not None:
-        try:
-            store.write(path, ("ok", value))
-        except Exception as exc:
-            message = f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
-            _store_failure(store, path, RuntimeError(message))
-            raise RuntimeError(message) from exc
-    sys.stdout.flush()
+        if store is not None:
+            from fray.backend import Outcome  # only on failure: importing Fray takes a while
+
+            error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+            store.write(path, ("error", Outcome("failed", None, exc, error, 1, 1, trace)))
+        code = exc.code if isinstance(exc, SystemExit) else 1
+        if not isinstance(exc, SystemExit):  # what Iris's runner would print, after the end
+            traceback.print_exc()
+        end_output(f"{type(exc).__name__}: {exc}")
+        raise SystemExit(code if isinstance(code, int | None) else 1) from exc
+    end_output()
 
 
-def _store_failure(store: ResultStore | None, path: str, exc: BaseException) -> None:
-    """Stores the exception (as an ``Outcome``) for the driver to raise."""
-    if store is not None:
-        from fray.backend import Outcome  # only on failure: importing Fray takes a while
-
-        error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
-        store.write(path, ("error", Outcome("failed", None, exc, error, 1, 1, trace)))
-    sys.stdout.flush()
+def end_output(why: str = "") -> None:
+    """Writes :data:`END_OF_OUTPUT` as the task's last line on stdout and on stderr, after
+    what was written before; on stderr ``why`` follows it on the same line (Iris's error for
+    a failed task quotes that stream's last line)."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):  # a stream the user's code closed
+            stream.flush()  # pyright: ignore[reportOptionalMemberAccess]
+    summary = " ".join(why.split())  # one line
+    for fd, text in ((1, END_OF_OUTPUT), (2, f"{END_OF_OUTPUT} {summary}".rstrip())):
+        with contextlib.suppress(OSError):
+            os.write(fd, f"{text}\n".encode())
 
 
 def is_loopback(address: str | None) -> bool:

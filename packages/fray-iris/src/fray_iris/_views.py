@@ -9,6 +9,12 @@ from typing import NamedTuple
 FINISHED = frozenset({"succeeded", "failed", "killed", "worker_failed", "unschedulable"})
 TASK_FINISHED = FINISHED | {"preempted", "cosched_failed"}
 
+END_OF_OUTPUT = "[fray] end of this task's output"
+"""The last line Fray's task code writes on stdout and on stderr (``_task.end_output``):
+once a task's last attempt has shown it on both, Iris has all that task's lines. Readers
+leave it out; on stderr a failure's summary may follow it."""
+STREAMS = ("stdout", "stderr")
+
 
 class JobView(NamedTuple):
     """One job's status (times in seconds since the epoch)."""
@@ -57,12 +63,20 @@ class LogLine(NamedTuple):
         stream: ``stdout`` or ``stderr``.
         at_ms: When it was written, in milliseconds since the epoch.
         text: The line.
+        attempt: The task's attempt that wrote it (from 0).
     """
 
     task: str  # the task's wire id, /<user>/<job...>/<index>
     stream: str
     at_ms: int
     text: str
+    attempt: int
+
+
+def iris_error(text: str) -> str:
+    """Iris's error text without the end-of-output marker (Iris quotes a failed task's last
+    line on stderr, which is the marker and the failure's summary)."""
+    return text.replace(f"{END_OF_OUTPUT} ", "")
 
 
 def fray_job_id(wire: str) -> str:
