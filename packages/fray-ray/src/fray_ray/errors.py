@@ -33,6 +33,7 @@ __all__ = [
     "PREEMPTION_ERRORS",
     "RayErrorReading",
     "error_text",
+    "first_line",
     "read_ray_error",
     "user_cause",
 ]
@@ -56,8 +57,7 @@ _MAX_TEXT = 500
 def _preemption_types() -> tuple[type[BaseException], ...]:
     from ray import exceptions as rx
 
-    found = (getattr(rx, name, None) for name in PREEMPTION_ERRORS)
-    return tuple(t for t in found if isinstance(t, type) and issubclass(t, BaseException))
+    return tuple(getattr(rx, name) for name in PREEMPTION_ERRORS)
 
 
 def user_cause(exc: BaseException) -> BaseException | None:
@@ -71,6 +71,12 @@ def user_cause(exc: BaseException) -> BaseException | None:
     return cause if isinstance(cause, BaseException) else None
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text (Ray's messages run on for many lines)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def error_text(exc: BaseException) -> str:
     """One line for an error: ``Type: text`` of the user's exception inside a
     ``RayTaskError`` (all of its text), else of the error itself (its first line: Ray's
@@ -78,8 +84,7 @@ def error_text(exc: BaseException) -> str:
     cause = user_cause(exc)
     if cause is not None:
         return f"{type(cause).__name__}: {cause}"[:_MAX_TEXT]
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:_MAX_TEXT]
+    return f"{type(exc).__name__}: {first_line(exc)}"[:_MAX_TEXT]
 
 
 @dataclass(frozen=True)
