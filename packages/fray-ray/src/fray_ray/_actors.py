@@ -14,6 +14,7 @@ new Ray. The actor side (the host around the user's instance) is ``fray_ray._hos
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -26,18 +27,9 @@ from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTi
 from fray_ray._convert import Ask
 from fray_ray._placement import cluster_says
 from fray_ray._registry import RegistryLink
-from fray_ray.errors import user_cause
+from fray_ray.errors import first_line, user_cause
 
-__all__ = [
-    "RayActorFuture",
-    "RayActorGroup",
-    "RayActorHandle",
-    "RayActorMethod",
-    "RayMember",
-    "kill_actors",
-    "placed_key",
-    "start_members",
-]
+__all__ = ["RayActorFuture", "RayActorGroup", "RayActorHandle", "placed_key", "start_members"]
 
 logger = logging.getLogger("fray.ray")
 
@@ -66,14 +58,11 @@ def actor_error(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, rx.GetTimeoutError):
         return JobTimeoutError(f"{what} did not answer in time")
     if isinstance(exc, rx.ActorUnavailableError):
-        lines = str(exc).splitlines()
         return ActorUnavailableError(
-            f"{what} is unavailable (restarting, or cannot be reached now): "
-            f"{lines[0] if lines else ''}"
+            f"{what} is unavailable (restarting, or cannot be reached now): {first_line(exc)}"
         )
     if isinstance(exc, rx.RayActorError | rx.RaySystemError):
-        lines = str(exc).splitlines()
-        message = f"{what} died: {lines[0] if lines else ''}"
+        message = f"{what} died: {first_line(exc)}"
         cause = cause_line(exc)
         if cause is not None and cause not in message:
             message += f" ({cause})"
@@ -126,14 +115,12 @@ def _raise_call_error(exc: Exception, name: str) -> NoReturn:
     raise translated from (None if translated is getattr(exc, "cause", None) else exc)
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class RayActorFuture:
     """The pending result of an actor call (an ``ObjectRef`` underneath)."""
 
-    __slots__ = ("_name", "_ref")
-
-    def __init__(self, ref: Any, name: str) -> None:
-        self._ref = ref
-        self._name = name
+    _ref: Any
+    _name: str
 
     def result(self, timeout: float | None = None) -> Any:
         """The call's return value; re-raises the method's own exception.
@@ -165,31 +152,27 @@ class RayActorFuture:
         self._ref.future().add_done_callback(lambda _f: callback(self))
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class RayActorMethod:
     """``handle.method``: ``.remote(...)`` starts a call, calling it waits."""
 
-    __slots__ = ("_handle", "_method")
-
-    def __init__(self, handle: RayActorHandle, method: str) -> None:
-        self._handle = handle
-        self._method = method
+    _handle: RayActorHandle
+    _method: str
 
     def remote(self, *args: Any, **kwargs: Any) -> RayActorFuture:
         """Starts the call and returns at once."""
-        return RayActorFuture(self._start(args, kwargs), self._handle.name)
-
-    def _start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         handle = self._handle
         _connected(f"actor {handle.name}")
         actor = handle._resolve()
         try:
-            return getattr(actor, self._method).remote(*args, **kwargs)
+            ref = getattr(actor, self._method).remote(*args, **kwargs)
         except AttributeError:
             raise AttributeError(
                 f"actor {handle.name} has no public method {self._method!r}"
             ) from None
         except Exception as exc:
             _raise_call_error(exc, handle.name)
+        return RayActorFuture(ref, handle.name)
 
     def submit(self, *args: Any, **kwargs: Any) -> RayActorFuture:
         """A long-running call: on Ray the same as :meth:`remote` (Ray keeps the call
@@ -197,45 +180,33 @@ class RayActorMethod:
         return self.remote(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Calls and waits for the result (``remote(...).result()`` without the future)."""
-        import ray
-
-        ref = self._start(args, kwargs)
-        try:
-            return ray.get(ref)
-        except Exception as exc:
-            _raise_call_error(exc, self._handle.name)
+        """Calls and waits for the result."""
+        return self.remote(*args, **kwargs).result()
 
 
+@dataclasses.dataclass(unsafe_hash=True)
 class RayActorHandle:
-    """A picklable reference to one actor: its name and namespace."""
+    """A picklable reference to one actor: its name (``{group}-{index}``) and namespace;
+    equal handles name the same actor."""
 
-    __slots__ = ("_actor", "_name", "_namespace")
-
-    def __init__(self, name: str, namespace: str, actor: Any = None) -> None:
-        self._name = name
-        self._namespace = namespace
-        self._actor = actor
-
-    @property
-    def name(self) -> str:
-        """The actor's name (``{group}-{index}``)."""
-        return self._name
+    name: str
+    _namespace: str
+    _actor: Any = dataclasses.field(default=None, compare=False)
 
     def _resolve(self) -> Any:
         actor = self._actor
         if actor is None:
             import ray
 
-            _connected(f"actor {self._name}")
+            _connected(f"actor {self.name}")
             try:
-                actor = ray.get_actor(self._name, namespace=self._namespace)
+                actor = ray.get_actor(self.name, namespace=self._namespace)
             except ValueError:
                 raise ActorDiedError(
-                    f"actor {self._name} does not exist (it was shut down or never created)"
+                    f"actor {self.name} does not exist (it was shut down or never created)"
                 ) from None
             except Exception as exc:
-                raise ActorDiedError(f"actor {self._name} cannot be reached: {exc}") from exc
+                raise ActorDiedError(f"actor {self.name} cannot be reached: {exc}") from exc
             self._actor = actor
         return actor
 
@@ -251,19 +222,10 @@ class RayActorHandle:
         return RayActorMethod(self, _CALL_METHOD)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RayActorHandle, (self._name, self._namespace))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RayActorHandle) and (other._name, other._namespace) == (
-            self._name,
-            self._namespace,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self._name, self._namespace))
+        return (RayActorHandle, (self.name, self._namespace))
 
     def __repr__(self) -> str:
-        return f"RayActorHandle({self._name!r}, namespace={self._namespace!r})"
+        return f"RayActorHandle({self.name!r}, namespace={self._namespace!r})"
 
 
 def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None:
@@ -274,11 +236,9 @@ def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None
     if not ray.is_initialized():
         return
     for handle in handles:
-        actor = handle._actor
-        if actor is None:
-            continue
         try:
-            ray.kill(actor, no_restart=True)
+            if handle._actor is not None:
+                ray.kill(handle._actor, no_restart=True)
         except Exception as exc:
             logger.debug("kill of actor %s: %s", handle.name, exc)
     deadline = time.monotonic() + _KILL_WAIT_S
@@ -299,8 +259,11 @@ class RayMember(ActorMember):
     """One actor of a group: its handle, the ref of its ready call (answered once its
     ``__init__`` has run) and of its lifetime call (answered once it has ended itself)."""
 
-    def __init__(self, index: int, handle: RayActorHandle, ready_ref: Any) -> None:
+    def __init__(
+        self, index: int, handle: RayActorHandle, ready_ref: Any, status: JobStatus
+    ) -> None:
         super().__init__(index, handle.name, handle)
+        self.status = status
         self.ready_ref = ready_ref
         self.lifetime_ref: Any = None
 
@@ -329,7 +292,8 @@ def start_members(
                     f"an actor named {actor_name!r} already exists in namespace {namespace!r}"
                 ) from exc
             handle = RayActorHandle(actor_name, namespace, actor)
-            members.append(RayMember(index, handle, actor.fray_ready.remote()))
+            ready = actor.fray_ready.remote()
+            members.append(RayMember(index, handle, ready, JobStatus.PENDING))
     except BaseException:
         kill_actors([m.handle for m in members])
         raise
@@ -339,16 +303,24 @@ def start_members(
 def _rebuilt_group(
     name: str,
     namespace: str,
-    members: list[tuple[int, RayActorHandle, str]],
-    ask: Ask | None,
-    registry: str | None,
+    members: list[tuple[int, RayActorHandle, JobStatus]],
+    ask: Ask,
+    registry: str,
 ) -> RayActorGroup:
-    rebuilt: list[RayMember] = []
-    for index, handle, status in members:
-        member = RayMember(index, handle, None)
-        member.status = JobStatus(status)
-        rebuilt.append(member)
+    rebuilt = [RayMember(index, handle, None, status) for index, handle, status in members]
     return RayActorGroup(name, namespace, rebuilt, ask=ask, registry=registry)
+
+
+def _answered(members: list[RayMember], refs: list[Any], timeout: float) -> list[RayMember]:
+    """The members whose call (``refs``, one per member) has answered, after waiting up to
+    ``timeout`` for all of them."""
+    import ray
+
+    if not refs:
+        return []
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    answered = set(ready)
+    return [member for member, ref in zip(members, refs, strict=True) if ref in answered]
 
 
 class RayActorGroup(BaseActorGroup):
@@ -368,8 +340,8 @@ class RayActorGroup(BaseActorGroup):
         members: list[RayMember],
         on_shutdown: Callable[[RayActorGroup], None] | None = None,
         *,
-        ask: Ask | None = None,
-        registry: str | None = None,
+        ask: Ask,
+        registry: str,
     ) -> None:
         super().__init__(name, members)
         self.namespace = namespace
@@ -380,7 +352,7 @@ class RayActorGroup(BaseActorGroup):
         self._reasons_read: tuple[float, dict[int, str]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        members = [(m.index, m.handle, m.status.value) for m in self._ray_members]
+        members = [(m.index, m.handle, m.status) for m in self._ray_members]
         return (_rebuilt_group, (self.name, self.namespace, members, self._ask, self._registry))
 
     def _pending_reasons(self, members: list[ActorMember]) -> dict[int, str]:
@@ -401,44 +373,32 @@ class RayActorGroup(BaseActorGroup):
         """A reason for each PENDING member not yet placed (its host says when it is),
         while every node that could take it is busy: what it asks for and what the cluster
         has."""
-        ask, registry = self._ask, self._registry
-        pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
-        if ask is None or registry is None or not pending:
-            return {}
-        link = RegistryLink(registry, quiet=True)
-        placed = link.call("placed_keys", [placed_key(self.namespace, m.name) for m in pending])
-        waiting = [m for m in pending if placed_key(self.namespace, m.name) not in (placed or ())]
-        cluster = cluster_says(ask) if waiting else None
+        keys = {
+            placed_key(self.namespace, m.name): m
+            for m in self._ray_members
+            if m.status is JobStatus.PENDING
+        }
+        placed = RegistryLink(self._registry, quiet=True).call("placed_keys", list(keys))
+        waiting = [m for key, m in keys.items() if key not in (placed or ())]
+        cluster = cluster_says(self._ask) if waiting else None
         if cluster is None:
             return {}
-        reason = f"waiting for a node: asks for {ask.describe()}; {cluster}"
+        reason = f"waiting for a node: asks for {self._ask.describe()}; {cluster}"
         return {m.index: reason for m in waiting}
 
     def _refresh(self, timeout: float) -> None:
-        """Moves members whose constructor has finished to RUNNING or FAILED, and running
-        members that ended to SUCCEEDED or FAILED."""
+        """Moves members whose constructor has finished to RUNNING or FAILED (waiting up to
+        ``timeout`` for them), and running members that ended to SUCCEEDED or FAILED."""
         import ray
+        from ray import exceptions as rx
 
         if not ray.is_initialized():  # the client is shut down: its members are gone
             return
-        self._refresh_pending(timeout)
-        self._refresh_running()
-
-    def _refresh_pending(self, timeout: float) -> None:
-        import ray
-
         pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
-        if not pending:
-            return
         for member in pending:
             if member.ready_ref is None:  # a copy made by unpickling asks again
                 member.ready_ref = member.handle._resolve().fray_ready.remote()
-        refs = [m.ready_ref for m in pending]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        ready_set = set(ready)
-        for member in pending:
-            if member.ready_ref not in ready_set:
-                continue
+        for member in _answered(pending, [m.ready_ref for m in pending], timeout):
             try:
                 ray.get(member.ready_ref)
             except Exception as exc:
@@ -447,11 +407,6 @@ class RayActorGroup(BaseActorGroup):
                     kill_actors([member.handle], wait=False)  # no restarts, no leftovers
             else:
                 member.set_status(JobStatus.RUNNING)
-
-    def _refresh_running(self) -> None:
-        import ray
-        from ray import exceptions as rx
-
         running = [m for m in self._ray_members if m.status is JobStatus.RUNNING]
         for member in running:
             if member.lifetime_ref is None:
@@ -460,27 +415,23 @@ class RayActorGroup(BaseActorGroup):
                 except ActorDiedError as exc:
                     member.set_status(JobStatus.FAILED, exc)
         watched = [m for m in running if m.lifetime_ref is not None]
-        if not watched:
-            return
-        ready, _ = ray.wait([m.lifetime_ref for m in watched], num_returns=len(watched), timeout=0)
-        ready_set = set(ready)
-        for member in watched:
-            if member.lifetime_ref not in ready_set:
-                continue
+        for member in _answered(watched, [m.lifetime_ref for m in watched], 0):
             ref, member.lifetime_ref = member.lifetime_ref, None
             try:
-                outcome, text = ray.get(ref)
+                failure = ray.get(ref)
             except rx.ActorDiedError as exc:  # gone for good (not restarting)
-                error = (str(exc).splitlines() or [type(exc).__name__])[0]
-                member.set_status(JobStatus.FAILED, ActorDiedError(f"actor {member.name}: {error}"))
+                error = ActorDiedError(
+                    f"actor {member.name}: {first_line(exc) or type(exc).__name__}"
+                )
+                member.set_status(JobStatus.FAILED, error)
                 continue
             except Exception:  # restarting (or unreachable): ask the next incarnation
                 continue
-            if outcome == "succeeded":
+            if failure is None:
                 if member.set_status(JobStatus.SUCCEEDED):
                     kill_actors([member.handle], wait=False)  # ended: free its resources
             else:  # it failed: Ray restarts it while max_restarts allows (it says, next time)
-                logger.info("actor %s failed: %s", member.name, text)
+                logger.info("actor %s failed: %s", member.name, failure)
 
     def _stop(self, members: list[ActorMember]) -> None:
         """Kills the actors and waits until their names are free."""

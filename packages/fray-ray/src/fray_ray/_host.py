@@ -56,7 +56,6 @@ class ActorHost:
         self._client = client_for(namespace, registry)
         self._name = name
         self._ended = threading.Event()
-        self._ending = False  # ``ended`` is set (read by every call, without a method call)
         self._exit: SystemExit | None = None
         self._context = ActorContext(
             RayActorHandle(name, namespace), index, group, ShutdownEvent(self._on_end, name)
@@ -73,24 +72,18 @@ class ActorHost:
             raise self._init_error
         return True
 
-    def fray_lifetime(self) -> tuple[str, str | None]:
-        """Answers once the actor has ended itself through its ``shutdown_event``:
-        ``("succeeded", None)``, or ``("failed", text)`` after ``fail(exc)``. (Runs in
+    def fray_lifetime(self) -> str | None:
+        """Answers once the actor has ended itself through its ``shutdown_event``: ``None``
+        when it succeeded, what failed after ``fail(exc)`` or a ``SystemExit``. (Runs in
         :data:`LIFETIME_GROUP`, so it never holds up the user's calls.)"""
         self._ended.wait()
         if self._exit is not None:
-            return ("failed", f"exited (SystemExit({self._exit.code!r}))")
+            return f"exited (SystemExit({self._exit.code!r}))"
         failure = self._context.failure
-        if failure is None:
-            return ("succeeded", None)
-        return ("failed", f"{type(failure).__name__}: {failure}")
-
-    def _end(self) -> None:
-        self._ending = True
-        self._ended.set()
+        return None if failure is None else f"{type(failure).__name__}: {failure}"
 
     def _on_end(self) -> None:
-        self._end()
+        self._ended.set()
         failure = self._context.failure
         if failure is None:
             return  # takes no more calls; its group stops it once it has seen the end
@@ -108,7 +101,7 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
     """Runs the user's ``method`` with the actor's context bound."""
     if host._init_error is not None:
         raise ActorDiedError(f"actor {host._name} failed to start")
-    if host._ending:
+    if host._ended.is_set():
         if host._context.failure is not None:  # its process is going; Ray may restart it
             raise ActorUnavailableError(
                 f"actor {host._name} failed; Ray restarts it while max_restarts allows"
@@ -124,7 +117,7 @@ def _invoke(host: ActorHost, method: str, args: tuple[Any, ...], kwargs: dict[st
         from ray.actor import exit_actor
 
         host._exit = exc
-        host._end()
+        host._ended.set()
         exit_actor()
         raise
 
@@ -140,7 +133,7 @@ def _forward(method: str, ray_name: str | None = None) -> Any:
     return call
 
 
-def _lifetime(self: ActorHost) -> tuple[str, str | None]:
+def _lifetime(self: ActorHost) -> str | None:
     return ActorHost.fray_lifetime(self)
 
 
