@@ -52,7 +52,7 @@ class ClusterView:
         alive = [node for node in self.nodes if node.alive]
         missing = [k for k in ask.resources if not any(k in n.totals for n in alive)]
         if missing:
-            return f"no node offers {', '.join(amount(k, 1).split('=')[0] for k in missing)}"
+            return f"no node offers {', '.join(missing)}"
         unmatched = [
             f"{k}={v}"
             for k, v in ask.labels.items()
@@ -96,17 +96,19 @@ def cluster_says(ask: Ask) -> str | None:
     if free is None:  # the public fallback: what the whole cluster has free
         import ray
 
-        total = {k: float(v) for k, v in ray.available_resources().items()}
+        total = ray.available_resources()
         if ask.fits(total, {}):
             return None
-        sums = ", ".join(amount(k, total.get(k, 0.0)) for k in ask.resources)
+        sums = _amounts(ask, total)
         return f"the {len(able)} node(s) that could take it are busy (free in the cluster: {sums})"
     busy = [n for n in able if not ask.fits(free.get(n.node_id, {}), n.labels)]
     if len(busy) < len(able):
         return None
-    shown = "; ".join(
-        ", ".join(amount(k, free.get(n.node_id, {}).get(k, 0.0)) for k in ask.resources)
-        for n in busy[:3]
-    )
+    shown = "; ".join(_amounts(ask, free.get(n.node_id, {})) for n in busy[:3])
     more = f" and {len(busy) - 3} more" if len(busy) > 3 else ""
     return f"the {len(busy)} node(s) that could take it are busy (free: {shown or 'none'}{more})"
+
+
+def _amounts(ask: Ask, have: Mapping[str, float]) -> str:
+    """How much of each resource ``ask`` asks for ``have`` holds: ``CPU=0, memory=2 GiB``."""
+    return ", ".join(amount(k, have.get(k, 0.0)) for k in ask.resources)
