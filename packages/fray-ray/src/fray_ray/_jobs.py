@@ -1,7 +1,7 @@
 """The kinds of Ray job learnt by asking: a command job (a Ray job through the Jobs API per
 attempt) and a job found by id (another client's, read through the registry or the Jobs
-API), both looked at on the client's one polling thread (:class:`Poller`). Callable jobs
-are :mod:`fray_ray._kinds`'s.
+API), both looked at by asking, on the client's event thread (:class:`Poller`). Callable
+jobs are :mod:`fray_ray._kinds`'s.
 """
 
 # pyright: standard
@@ -31,60 +31,50 @@ logger = logging.getLogger("fray.ray")
 
 POLL_S = 0.1  # between looks at command jobs and jobs found by id
 STOP_GRACE_S = 30.0  # a stopped Ray job (Jobs API) likewise
-AGENT_WAIT_S = 120.0  # how long a submission waits for a just-started Ray's job agent
+AGENT_WAIT_S = 120.0  # how long an attempt's submission waits for a just-started Ray's job agent
 
 
 class Poller:
-    """One thread per client that asks about the jobs learnt by asking (command jobs and
-    jobs found by id), started with the first and gone with the last; each kind's ``poll``
-    runs on it."""
+    """Looks at a client's jobs learnt by asking (command jobs and jobs found by id): each
+    kind's ``poll`` runs on the client's event thread, again every :data:`POLL_S` (a timer
+    of Fray's hands it back) until it says no more or the client is shut down."""
 
     def __init__(self) -> None:
-        self._jobs: dict[str, JobRecord] = {}
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._closed = False
 
     def watch(self, job: JobRecord) -> None:
-        """Asks about ``job`` every :data:`POLL_S` until its kind's ``poll`` says no more."""
-        with self._cond:
-            self._jobs[job.job_id] = job
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="fray-ray-poll", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+        """Asks about ``job`` now, then every :data:`POLL_S` until its kind's ``poll`` says
+        no more (each attempt of a command job is watched from its start)."""
+        job.client._call_soon(self._look, job)
 
     def close(self) -> None:
         """Stops looking (the client is shut down)."""
-        with self._cond:
-            self._jobs.clear()
-            self._cond.notify()
+        self._closed = True
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    self._thread = None
-                    return
-                jobs = list(self._jobs.values())
-            for job in jobs:
-                try:
-                    again = job.data.poll(job)
-                except Exception as exc:
-                    logger.exception("looking at Ray job %s failed", job.job_id)
-                    job.data.poll_failed(job, exc)
-                    again = False
-                if not again:
-                    with self._cond:
-                        self._jobs.pop(job.job_id, None)
-            with self._cond:
-                self._cond.wait(POLL_S)  # Ray's Jobs API and the registry only answer polls
+    def _again(self, job: JobRecord) -> None:
+        """On Fray's timer thread (which must not block): the next look."""
+        if not self._closed:
+            job.client._call_soon(self._look, job)
+
+    def _look(self, job: JobRecord) -> None:
+        if self._closed:
+            return
+        try:
+            again = job.data.poll(job)
+        except Exception as exc:
+            logger.exception("looking at Ray job %s failed", job.job_id)
+            job.data.poll_failed(job, exc)
+            again = False
+        if again:  # Ray's Jobs API and the registry only answer polls
+            job.client._call_later(POLL_S, self._again, job)
 
 
 class CommandSlots:
     """How many of a client's command jobs may be in Ray's Jobs API at once (running or
     pending there): each is a Ray job with a supervisor actor of its own on the head node,
-    and a hundred at once can run a head node out of memory. Taken and given back on the
-    polling thread; read by pending reasons in any thread."""
+    and a hundred at once can run a head node out of memory. Taken when an attempt starts
+    and on the client's event thread, given back there; read by pending reasons in any
+    thread."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -94,11 +84,10 @@ class CommandSlots:
     def take(self, job_id: str) -> bool:
         """Whether ``job_id`` holds a slot (taking a free one)."""
         with self._lock:
-            if job_id not in self._held:
-                if len(self._held) >= self.cap:
-                    return False
+            if job_id in self._held or len(self._held) < self.cap:
                 self._held.add(job_id)
-            return True
+                return True
+            return False
 
     def give_back(self, job_id: str) -> None:
         """``job_id``'s Ray job has ended (or was never submitted)."""
@@ -108,7 +97,7 @@ class CommandSlots:
 
 class CommandJob(JobKind):
     """A command job: a Ray job through the Jobs API per attempt, submitted (once the
-    client's :class:`CommandSlots` has room) and polled on the client's polling thread."""
+    client's :class:`CommandSlots` has room) and polled on the client's event thread."""
 
     def __init__(self, client: RayClient, kwargs: dict[str, Any], ask: Ask) -> None:
         super().__init__(client)
@@ -121,17 +110,16 @@ class CommandJob(JobKind):
         self.api_pending = False  # the Jobs API said PENDING at the last poll
 
     def start(self, job: JobRecord) -> None:
-        """Queues the attempt for the polling thread, which submits it once it holds one
-        of the client's command slots (taken here if one is free)."""
+        """Queues the attempt for the client's :class:`Poller`, which submits it once it
+        holds one of the client's command slots (taken here if one is free)."""
         queued = not self.ray_client.command_slots.take(job.job_id)
         with job.lock:
             self.submission_id, self.stopping, self.queued = None, False, queued
+        self.agent_deadline = time.monotonic() + AGENT_WAIT_S
         self.ray_client.poller.watch(job)
 
     def poll(self, job: JobRecord) -> bool:
         """Submits the attempt or looks at it; ``True`` while it should be looked at again."""
-        from ray.job_submission import JobStatus as RayJobStatus
-
         api = self.ray_client.jobs_api()
         with job.lock:
             submission_id, stopping = self.submission_id, self.stopping
@@ -141,14 +129,14 @@ class CommandJob(JobKind):
                 slots.give_back(job.job_id)
                 job.report(Outcome.stopped())
                 return False
-            if self.queued:
-                self.queued = not slots.take(job.job_id)
+            self.queued = not slots.take(job.job_id)  # one it holds already counts
             if not self.queued:
                 self._submit(api, job)
             return True
         details = api.get_job_info(submission_id)
-        self.api_pending = details.status == RayJobStatus.PENDING
-        if details.status == RayJobStatus.RUNNING:
+        status = details.status  # a str enum: "PENDING", "RUNNING", ...
+        self.api_pending = status == "PENDING"
+        if status == "RUNNING":
             job.placed()
         if not details.status.is_terminal():
             return True
@@ -157,16 +145,16 @@ class CommandJob(JobKind):
         if lines:
             job.log.write("".join(f"{line}\n" for line in lines))
         code = getattr(details, "driver_exit_code", None)
-        if details.status == RayJobStatus.SUCCEEDED:
+        if status == "SUCCEEDED":
             outcome = Outcome.succeeded(None, exit_code=0)
-        elif details.status == RayJobStatus.STOPPED:
+        elif status == "STOPPED":
             outcome = Outcome.stopped()
         elif code is not None and code > 0:
             last = next((line for line in reversed(lines) if line.strip()), "")
             error = f"exited with code {code}" + (f"; last output: {last}" if last else "")
             outcome = Outcome.failed(None, error, code)
         else:
-            outcome = Outcome.preempted(details.message or f"Ray job {details.status}")
+            outcome = Outcome.preempted(details.message or f"Ray job {status}")
         job.report(outcome)
         return False
 
@@ -176,6 +164,9 @@ class CommandJob(JobKind):
         job.report(Outcome.failed(exc, f"internal error in RayClient: {exc!r}"))
 
     def _submit(self, api: Any, job: JobRecord) -> None:
+        """Submits the attempt's Ray job. A Ray that has just started answers "No available
+        agent" until its dashboard agent is up: the next poll submits again, until
+        :data:`AGENT_WAIT_S` after the attempt started."""
         import secrets
 
         from fray.environment_variables import FRAY_JOB_ID
@@ -186,24 +177,18 @@ class CommandJob(JobKind):
         env = kwargs["runtime_env"] = dict(kwargs["runtime_env"])
         env["env_vars"] = {**env.get("env_vars", {}), FRAY_JOB_ID: job.job_id}
         submission_id = f"fray-{secrets.token_hex(8)}"
-        deadline = time.monotonic() + AGENT_WAIT_S
-        delay = 0.1
-        while True:
-            try:
-                api.submit_job(
-                    entrypoint=shlex.join(request.entrypoint.command),
-                    submission_id=submission_id,
-                    metadata={"fray_job_id": job.job_id, "fray_name": request.name},
-                    **kwargs,
-                )
-                break
-            except RuntimeError as exc:
-                # A Ray that has just started answers this until its dashboard agent is up.
-                if "No available agent" not in str(exc) or time.monotonic() >= deadline:
-                    raise
+        try:
+            api.submit_job(
+                entrypoint=shlex.join(request.entrypoint.command),
+                submission_id=submission_id,
+                metadata={"fray_job_id": job.job_id, "fray_name": request.name},
+                **kwargs,
+            )
+        except RuntimeError as exc:
+            if "No available agent" not in str(exc) or time.monotonic() >= self.agent_deadline:
+                raise
             logger.debug("Ray's job agent is not up yet; submitting %s again", job.job_id)
-            time.sleep(delay)  # back-off before asking the Jobs API again
-            delay = min(delay * 2, 2.0)
+            return
         with job.lock:
             self.submission_id = submission_id
             stopping = self.stopping
@@ -211,8 +196,8 @@ class CommandJob(JobKind):
             api.stop_job(submission_id)
 
     def cancel(self, job: JobRecord) -> float:
-        """Stops the Ray job (the polling thread submits none, or stops it, once it sees the
-        stop), from the event thread."""
+        """Stops the Ray job (the :class:`Poller` submits none, or stops it, once it sees
+        the stop), from the event thread."""
         with job.lock:
             self.stopping = True
             submission_id = self.submission_id
@@ -257,7 +242,7 @@ class CommandJob(JobKind):
 class FoundJob(JobKind):
     """A job this client did not submit, found by id: in the registry (a job submitted from
     inside a job) or in the Jobs API (a command job of another process). Its record is
-    brought up to date by asking, on the client's polling thread or when a handle looks."""
+    brought up to date by asking, by the client's :class:`Poller` or when a handle looks."""
 
     def __init__(self, client: RayClient, submission_id: str | None = None) -> None:
         super().__init__(client)
@@ -282,20 +267,7 @@ class FoundJob(JobKind):
                 return True  # unreachable for now: asked again later
             info = JobInfo(**{k: v for k, v in record.items() if k in JobInfo.model_fields})
         self.children = info.children
-        seen = Observed(
-            status=info.status,
-            attempts=info.attempts,
-            failures=info.failures,
-            preemptions=info.preemptions,
-            replicas=info.replicas,
-            started_at=info.started_at,
-            finished_at=info.finished_at,
-            exit_code=info.exit_code,
-            error=info.error,
-            name=info.name,
-            parent=info.parent,
-        )
-        job.observe(seen)
+        job.observe(Observed(**{field: getattr(info, field, None) for field in Observed._fields}))
         return not job.is_done
 
     def poll_failed(self, job: JobRecord, exc: Exception) -> None:
@@ -327,25 +299,18 @@ class FoundJob(JobKind):
         return value
 
 
-_API_STATUS = {
-    "PENDING": JobStatus.PENDING,
-    "RUNNING": JobStatus.RUNNING,
-    "SUCCEEDED": JobStatus.SUCCEEDED,
-    "FAILED": JobStatus.FAILED,
-    "STOPPED": JobStatus.STOPPED,
-}
-
-
 def api_job_info(details: Any) -> JobInfo:
-    """A Ray Jobs API record of a Fray command job (submitted by any process) as JobInfo."""
+    """A Ray Jobs API record of a Fray command job (submitted by any process) as JobInfo
+    (Ray's statuses are Fray's, in capitals)."""
     metadata = details.metadata or {}
     job_id = metadata.get("fray_job_id", details.submission_id)
+    status = JobStatus(details.status.lower())
     return JobInfo(
         job_id=job_id,
         name=metadata.get("fray_name", job_id),
-        status=_API_STATUS.get(str(details.status.value), JobStatus.PENDING),
+        status=status,
         attempts=1,
-        error=details.message if str(details.status.value) == "FAILED" else None,
+        error=details.message if status is JobStatus.FAILED else None,
         exit_code=getattr(details, "driver_exit_code", None),
         submitted_at=(details.start_time or 0) / 1000 or None,
         finished_at=(details.end_time or 0) / 1000 or None,
