@@ -24,6 +24,7 @@ from typing import Any
 
 from fray.environment_variables import FRAY_JOB_HISTORY
 from fray_ray._convert import HEAD_NODE_RESOURCE
+from fray_ray.errors import first_line
 
 __all__ = ["REGISTRY_NAMESPACE", "JobRegistry", "RegistryLink", "driver_registry"]
 
@@ -93,11 +94,13 @@ class JobRegistry:
             if siblings is not None:
                 siblings.pop(old, None)
 
+    def _shown(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A record as readers get it: with its children's ids."""
+        return {**record, "children": tuple(self._children.get(record["job_id"], ()))}
+
     async def get(self, job_id: str) -> dict[str, Any] | None:
         record = self._records.get(job_id)
-        if record is None:
-            return None
-        return {**record, "children": tuple(self._children.get(job_id, ()))}
+        return None if record is None else self._shown(record)
 
     async def children(self, job_id: str) -> list[str]:
         return list(self._children.get(job_id, ()))
@@ -113,10 +116,7 @@ class JobRegistry:
         return found[::-1]
 
     async def list(self) -> list[dict[str, Any]]:
-        return [
-            {**record, "children": tuple(self._children.get(job_id, ()))}
-            for job_id, record in self._records.items()
-        ]
+        return [self._shown(record) for record in self._records.values()]
 
     async def ended(self, job_id: str) -> None:
         """A job the driver tracks itself ended: its streamed output is no longer read
@@ -135,9 +135,8 @@ class JobRegistry:
         return list(self._logs.get(job_id, ()))
 
     async def result(self, job_id: str) -> tuple[bool, Any]:
-        if job_id in self._results:
-            return True, self._results[job_id]
-        return False, None
+        """Whether the job's return value is kept, and the value."""
+        return job_id in self._results, self._results.get(job_id)
 
     async def request_stop(self, job_ids: list[str]) -> None:
         """Marks unfinished jobs stopped (their owners are gone or stop them)."""
@@ -260,4 +259,4 @@ class RegistryLink:
 
     def _failed(self, exc: BaseException) -> None:
         log = logger.debug if self.quiet else logger.warning
-        log("job registry %s unreachable: %s", self.name, (str(exc).splitlines() or [""])[0])
+        log("job registry %s unreachable: %s", self.name, first_line(exc))
