@@ -10,8 +10,6 @@ from typing import Any
 
 from fray._bound import bound
 
-__all__ = ["ActorContext", "HostedActor", "ShutdownEvent", "current_actor", "restart_allowed"]
-
 
 @dataclasses.dataclass(frozen=True)
 class ActorContext:

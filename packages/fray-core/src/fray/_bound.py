@@ -19,8 +19,6 @@ from fray.environment_variables import FRAY_JOB_ID, FRAY_TASK_INDEX
 if TYPE_CHECKING:
     from fray._actor import ActorContext
 
-__all__ = ["Bound", "bind_actor", "bind_client", "bound", "current_job_id", "job", "task_index"]
-
 Bound = tuple[Any, "ActorContext | None"]
 """``(client, actor context)``: what ``current_client()`` (when set) and ``current_actor()``
 answer."""

@@ -17,16 +17,6 @@ from fray._bound import bind_client, bound
 from fray.environment_variables import FRAY_CLIENT_SPEC
 from fray.errors import BackendUnavailableError, InvalidRequestError
 
-__all__ = [
-    "ClientSpec",
-    "client_from_spec",
-    "current_client",
-    "isolated_backends",
-    "parse_client_spec",
-    "register_backend",
-    "set_current_client",
-]
-
 logger = logging.getLogger("fray")
 
 

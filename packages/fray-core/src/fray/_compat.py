@@ -11,16 +11,6 @@ from typing import Any, Literal
 from fray import topology
 from fray._bound import Bound, bind_client, bound
 
-__all__ = [
-    "TPU_TOPOLOGIES",
-    "DeviceKind",
-    "GpuType",
-    "TpuTopologyInfo",
-    "TpuType",
-    "_current_client_var",
-    "get_tpu_topology",
-]
-
 DeviceKind = Literal["cpu", "gpu", "tpu"]
 """The kinds of ``ResourceConfig.device``."""
 

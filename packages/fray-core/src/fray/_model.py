@@ -14,24 +14,6 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Str
 from fray._secrets import REDACTED, redacted
 from fray.errors import InvalidRequestError
 
-__all__ = [
-    "Bool",
-    "Float",
-    "Int",
-    "Model",
-    "Name",
-    "Seq",
-    "SeqOf",
-    "Str",
-    "StrSeq",
-    "as_tuple",
-    "memory_field",
-    "names",
-    "parse_memory",
-    "reject_reserved",
-    "whole",
-]
-
 # ---------------------------------------------------------------------------------------------
 # Validation plumbing
 

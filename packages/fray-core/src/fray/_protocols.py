@@ -14,8 +14,6 @@ if TYPE_CHECKING:
     from fray._pool import ActorPool
     from fray._pool_parts import MemberResult
 
-__all__ = ["ActorFuture", "ActorGroup", "ActorHandle", "ActorMethod", "Client", "JobHandle"]
-
 T_co = TypeVar("T_co", covariant=True)
 
 

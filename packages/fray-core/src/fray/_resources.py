@@ -25,9 +25,6 @@ from fray._model import (
 )
 from fray.errors import InvalidRequestError
 
-__all__ = ["GPU_TYPES", "CpuConfig", "DeviceConfig", "GpuConfig", "ResourceConfig", "TpuConfig"]
-
-
 GPU_TYPES: tuple[str, ...] = (
     "A10",
     "A10G",

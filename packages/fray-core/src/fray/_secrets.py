@@ -7,8 +7,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-__all__ = ["REDACTED", "is_secret_name", "masker", "redact_env", "redacted"]
-
 _SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 # A name starts where no name character precedes it: without the lookbehind, a long name
 # with no "=" after it is scanned again from each of its characters (quadratic time).

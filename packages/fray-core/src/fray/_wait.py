@@ -14,8 +14,6 @@ from fray.errors import InvalidRequestError, JobTimeoutError
 if TYPE_CHECKING:
     from fray._types import JobStatus
 
-__all__ = ["wait_all"]
-
 _POLL_START_S = 0.02
 _POLL_MAX_S = 1.0
 _PROGRESS_EVERY_S = 0.5

@@ -10,8 +10,6 @@ from typing import Any
 from fray import _bound
 from fray._actor import ActorContext
 
-__all__ = ["binding"]
-
 
 @contextlib.contextmanager
 def binding(

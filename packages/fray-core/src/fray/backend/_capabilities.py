@@ -28,16 +28,6 @@ from fray._resources import (
 from fray._types import JobRequest
 from fray.errors import InvalidRequestError
 
-__all__ = [
-    "Capabilities",
-    "Limit",
-    "Note",
-    "capabilities_of",
-    "known_targets",
-    "resource_limit",
-]
-
-
 logger = logging.getLogger("fray")
 
 

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from fray.backend._handle import BaseJobHandle
     from fray.backend._hosted_handle import HostedActorHandle
 
-__all__ = ["BaseClient", "job_history_limit"]
-
 logger = logging.getLogger("fray")
 T = TypeVar("T")
 

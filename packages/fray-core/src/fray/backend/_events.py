@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["TIMERS", "EventThread", "Timers", "Wakeup"]
-
 logger = logging.getLogger("fray")
 
 

@@ -13,8 +13,6 @@ from fray._model import whole
 from fray._types import ActorConfig, JobStatus, ResourceConfig
 from fray.errors import ActorError, InvalidRequestError, JobTimeoutError
 
-__all__ = ["ActorMember", "BaseActorGroup", "validate_actor_args"]
-
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
 _ENDED_CLEANLY = (JobStatus.SUCCEEDED, JobStatus.STOPPED)

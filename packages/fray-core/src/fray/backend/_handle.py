@@ -12,8 +12,6 @@ from fray._types import JobInfo, JobStatus
 from fray.backend._record import JobRecord
 from fray.errors import InvalidRequestError, JobFailedError, JobTimeoutError
 
-__all__ = ["BaseJobHandle"]
-
 _FOLLOW_POLL_S = 0.2
 #: How long a wait lasts before the backend is first asked (``_refresh``) how often to look.
 _FIRST_LOOK_S = 0.1

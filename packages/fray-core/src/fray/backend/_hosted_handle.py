@@ -19,8 +19,6 @@ from typing import Any
 from fray.backend._wire import LOCAL_SERVERS, CallFuture, alive, authenticate, recv, send
 from fray.errors import ActorError, ActorUnavailableError, JobTimeoutError
 
-__all__ = ["HostedActorHandle", "HostedActorMethod"]
-
 _POLL_WAIT = 10.0  # seconds one request waits on the server for the outcome
 _RECONNECT_WINDOW = 120.0  # seconds a call keeps trying to reach a server it lost
 _POOL: dict[tuple[tuple[str, int], str], list[socket.socket]] = {}  # by (address, secret)

@@ -29,8 +29,6 @@ from fray.backend._outcome import portable_error
 from fray.backend._wire import LOCAL_SERVERS, alive, authenticate, recv, send
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 
-__all__ = ["ActorServer", "host_in_process", "hosted_init_failed"]
-
 logger = logging.getLogger(__name__)
 
 _SWEEP_EVERY = 1800.0  # seconds; an outcome nobody collects is forgotten 30 to 60 min after

@@ -9,8 +9,6 @@ from typing import Any, Literal, NamedTuple
 
 from fray._types import JobStatus
 
-__all__ = ["Observed", "Outcome", "OutcomeKind", "portable_error"]
-
 OutcomeKind = Literal["succeeded", "failed", "preempted", "stopped", "timed_out", "unplaced"]
 
 

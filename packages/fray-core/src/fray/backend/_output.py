@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 if TYPE_CHECKING:
     from fray.backend._record import LogBuffer
 
-__all__ = ["PrefixedSink", "capture_into", "echo_stream", "restore_output", "route_output"]
-
 
 class LineSink(Protocol):
     """Where :func:`capture_into` routes a thread's output."""

@@ -32,8 +32,6 @@ from fray.backend._outcome import Observed, Outcome, OutcomeKind
 if TYPE_CHECKING:
     from fray.backend._client import BaseClient
 
-__all__ = ["JobRecord", "LogBuffer", "Phase", "job_id_part"]
-
 logger = logging.getLogger("fray")
 
 

@@ -14,8 +14,6 @@ from typing import Any
 
 from fray.errors import JobTimeoutError
 
-__all__ = ["LOCAL_SERVERS", "CallFuture", "alive", "authenticate", "recv", "send"]
-
 _HEADER = struct.Struct("!Q")
 _NONCE = 32  # bytes, as many as a digest has
 

@@ -29,8 +29,6 @@ from fray.errors import FrayError
 from fray.topology import TPU_TOPOLOGIES, TpuTopology, UnknownTpuTypeError, get_tpu_topology
 from fray.topology import tpu_generations as generations
 
-__all__ = ["add_parser", "tpu_type"]
-
 _LIBRARIES = {"ray": "ray", "iris": "marin-iris", "fake": "pytest"}  # what each backend drives
 _ENV_PREFIXES = ("FRAY_", "RAY_ADDRESS", "IRIS_", "TPU_", "MEGASCALE_", "JAX_PLATFORMS")
 

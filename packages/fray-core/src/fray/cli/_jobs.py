@@ -38,8 +38,6 @@ from fray.cli._common import (
 from fray.environment_variables import FRAY_STATE_DIR
 from fray.errors import FrayError, InvalidRequestError, JobNotFoundError, JobTimeoutError
 
-__all__ = ["Run", "RunRecorder", "RunStore", "add_parser"]
-
 # Labels of the facts whose names are long or unclear (`fray jobs status`).
 _LABELS = {
     "pending_reason": "waiting",

@@ -30,8 +30,6 @@ from fray.cli._info import tpu_type
 from fray.cli._jobs import Run, RunStore
 from fray.errors import InvalidRequestError
 
-__all__ = ["add_parser"]
-
 # After a signal: how long a submission on its way may take (its job is then stopped too),
 # how long a remote backend may take to confirm the stop (the local one, whose processes are
 # ours, is always waited for), to deliver the last lines, and to close the client.

@@ -29,8 +29,6 @@ from fray.backend import ActorMember, BaseActorGroup
 from fray.backend._wire import CallFuture
 from fray.errors import ActorDiedError, ActorError
 
-__all__ = ["InProcessActors", "LocalActorGroup", "LocalActorHandle", "LocalActorMethod"]
-
 logger = logging.getLogger("fray.actors")
 
 _RUNNING = JobStatus.RUNNING

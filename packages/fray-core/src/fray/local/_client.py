@@ -41,8 +41,6 @@ from fray.local._jobs import LocalJobHandle, grace_seconds
 from fray.local._processes import run_processes, signal_replicas, stop_processes
 from fray.local._threads import JobThreads, run_threads, stop_threads
 
-__all__ = ["LocalClient"]
-
 _THREAD_STOP_WAIT_S = 0.5
 _KILL_WAIT_S = 2.0
 

@@ -11,8 +11,6 @@ from fray.backend import BaseClient, BaseJobHandle, JobRecord, Outcome
 from fray.environment_variables import FRAY_TERMINATE_GRACE_S
 from fray.errors import InvalidRequestError
 
-__all__ = ["LocalJobHandle", "grace_seconds"]
-
 
 def grace_seconds() -> float:
     """``FRAY_TERMINATE_GRACE_S``: seconds between SIGTERM and SIGKILL (default 5).

@@ -28,8 +28,6 @@ from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_IN
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["run_processes", "signal_replicas", "stop_processes"]
-
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
 SECRETS_DIR_ENV = "RIGGING_SECRETS_DIR"  # where rigging's readers look for secret files
 FORWARDED_SECRETS = ("HF_TOKEN", "WANDB_API_KEY", "CW_KEY_ID", "CW_KEY_SECRET")

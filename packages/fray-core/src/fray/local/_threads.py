@@ -20,8 +20,6 @@ from fray.backend._output import restore_output, route_output
 if TYPE_CHECKING:
     from fray.local._client import LocalClient
 
-__all__ = ["JobThreads", "Terminated", "run_threads", "stop_threads"]
-
 
 class Terminated(BaseException):
     """Raised inside a thread job that was stopped (a BaseException, so ``except
