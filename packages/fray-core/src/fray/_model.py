@@ -173,15 +173,11 @@ def parse_memory(value: str | int, *, field: str = "memory") -> int:
     """A memory size in bytes: a byte count or a string such as ``"16g"``, ``"512Mi"`` or
     ``"1.5GB"`` (units ``k/m/g/t/p`` are powers of 1024, optionally followed by ``i`` and/or
     ``b``). A bad value is an ``InvalidRequestError`` naming ``field``."""
-    if isinstance(value, bool):
-        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise InvalidRequestError.for_field(field, value, "sizes cannot be negative")
         return value
-    if not isinstance(value, str):
-        raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
-    match = _MEMORY_RE.match(value)
+    match = _MEMORY_RE.match(value) if isinstance(value, str) else None
     if not match or (match.group(3) and not match.group(2)):
         raise InvalidRequestError.for_field(field, value, MEMORY_ALLOWED)
     size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
@@ -275,8 +271,6 @@ def reject_reserved(helper: str, kwargs: Mapping[str, Any], reserved: Mapping[st
 
 
 def memory_field(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError(MEMORY_ALLOWED)
     try:
         parse_memory(value)
     except InvalidRequestError as err:
