@@ -190,6 +190,15 @@ def _one_process_per_replica(who: str) -> Limit:
     )
 
 
+def _needs_process(why: str, needs: Callable[[JobRequest], bool]) -> Limit:
+    """A local limit on ``isolation="thread"`` for a job that ``needs`` a process."""
+    return Limit(
+        "isolation",
+        f"{why}; use 'auto' or 'process'",
+        lambda r: r.isolation == "thread" and needs(r),
+    )
+
+
 def _ray_tpu(name: str, what: str, breaks: Callable[[ResourceConfig], bool]) -> Limit:
     return Limit(
         f"resources.{name}",
@@ -213,27 +222,18 @@ LOCAL = Capabilities(
     "the local backend",
     [
         _one_process_per_replica("the local backend"),
-        Limit(
-            "isolation",
-            "a command always runs in a process; use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and not r.entrypoint.is_callable,
+        _needs_process(
+            "a command always runs in a process", lambda r: not r.entrypoint.is_callable
         ),
-        Limit(
-            "isolation",
-            "env vars need a process of their own (unless the driver has the same values); "
-            "use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and sets_env_vars(r),
+        _needs_process(
+            "env vars need a process of their own (unless the driver has the same values)",
+            sets_env_vars,
         ),
-        Limit(
-            "isolation",
-            "TPU hosts each need a process with their own env; use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and _is_tpu(r),
-        ),
-        Limit(
-            "isolation",
+        _needs_process("TPU hosts each need a process with their own env", _is_tpu),
+        _needs_process(
             "secrets (and secret_behavior='isolate') need a process with a private secrets "
-            "folder of its own; use 'auto' or 'process'",
-            lambda r: r.isolation == "thread" and has_secrets(r),
+            "folder of its own",
+            has_secrets,
         ),
         _environment(
             "docker_image",
