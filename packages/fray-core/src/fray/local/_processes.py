@@ -99,30 +99,38 @@ def _replica_env(
         else:
             env.pop(name, None)
     device = request.resources.device
-    defaults = dict(device.default_env_vars())
+    defaults = device.default_env_vars()  # a new dict
     if isinstance(device, TpuConfig):
         # No TPU here: JAX runs on the CPU, with the env a real host of the slice gets.
         defaults["JAX_PLATFORMS"] = "cpu"
         vms = device.vm_count()
         slices = job.replicas // vms
         slice_id, worker = divmod(index, vms)
-        env["TPU_NAME"] = f"{job.job_id.replace('/', '-')}-slice-{slice_id}"
-        env["TPU_WORKER_ID"] = str(worker)
-        env["TPU_ACCELERATOR_TYPE"] = device.variant
-        env["TPU_WORKER_HOSTNAMES"] = ",".join(["127.0.0.1"] * vms)
+        env.update(
+            TPU_NAME=f"{job.job_id.replace('/', '-')}-slice-{slice_id}",
+            TPU_WORKER_ID=str(worker),
+            TPU_ACCELERATOR_TYPE=device.variant,
+            TPU_WORKER_HOSTNAMES=",".join(["127.0.0.1"] * vms),
+        )
         if slices > 1:
-            env["MEGASCALE_COORDINATOR_ADDRESS"] = f"127.0.0.1:{coordinator_port}"
-            env["MEGASCALE_NUM_SLICES"] = str(slices)
-            env["MEGASCALE_SLICE_ID"] = str(slice_id)
-            env["MEGASCALE_PORT"] = str(coordinator_port)
+            env.update(
+                MEGASCALE_COORDINATOR_ADDRESS=f"127.0.0.1:{coordinator_port}",
+                MEGASCALE_NUM_SLICES=str(slices),
+                MEGASCALE_SLICE_ID=str(slice_id),
+                MEGASCALE_PORT=str(coordinator_port),
+            )
     for key, value in defaults.items():
         env.setdefault(key, value)
     if request.environment is not None:
         env.update(request.environment.env_vars)
-    env[FRAY_JOB_ID] = job.job_id
-    env[FRAY_TASK_INDEX] = str(index)
-    env[FRAY_NUM_TASKS] = str(job.replicas)
-    env["PYTHONUNBUFFERED"] = "1"
+    env.update(
+        {
+            FRAY_JOB_ID: job.job_id,
+            FRAY_TASK_INDEX: str(index),
+            FRAY_NUM_TASKS: str(job.replicas),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if request.entrypoint.is_callable:
         # The job unpickles functions by reference: give it the driver's import path.
         paths = [p for p in sys.path if p and os.path.isdir(p)]
