@@ -48,13 +48,8 @@ def _kill_rest_of_group() -> None:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == group:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone, or not ours
+            if os.getpgid(int(entry)) == group:
                 os.kill(int(entry), signal.SIGKILL)
 
 
