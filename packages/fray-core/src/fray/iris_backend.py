@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pkgutil
 from typing import Any
 
 from fray.errors import BackendUnavailableError
@@ -24,27 +25,27 @@ logger = logging.getLogger(__name__)
 
 _BACKEND = "fray_iris.predecessor"
 
-# Fray's own objects, by the predecessor's name: (module, name there). ``OperationFuture``
-# is the future ``method.submit()`` returns.
-_FRAY: dict[str, tuple[str, str]] = {
-    "ANY_REGION": ("fray._resources", "ANY_REGION"),
-    "ActorConfig": ("fray._types", "ActorConfig"),
-    "ActorContext": ("fray._actor", "ActorContext"),
-    "ActorFuture": ("fray._protocols", "ActorFuture"),
-    "ActorHandle": ("fray._protocols", "ActorHandle"),
-    "ActorUnavailableError": ("fray.errors", "ActorUnavailableError"),
-    "CpuConfig": ("fray._resources", "CpuConfig"),
-    "DeviceConfig": ("fray._resources", "DeviceConfig"),
-    "EnvironmentConfig": ("fray._types", "EnvironmentConfig"),
-    "FrayEntrypoint": ("fray._types", "Entrypoint"),
-    "FrayJobAlreadyExists": ("fray.errors", "JobAlreadyExists"),
-    "GpuConfig": ("fray._resources", "GpuConfig"),
-    "HostedActor": ("fray._actor", "HostedActor"),
-    "JobRequest": ("fray._types", "JobRequest"),
-    "JobStatus": ("fray._types", "JobStatus"),
-    "OperationFuture": ("fray.backend._wire", "CallFuture"),
-    "ResourceConfig": ("fray._resources", "ResourceConfig"),
-    "TpuConfig": ("fray._resources", "TpuConfig"),
+# Fray's own objects, by the predecessor's name: where each is, as ``pkgutil.resolve_name``
+# reads it. ``OperationFuture`` is the future ``method.submit()`` returns.
+_FRAY: dict[str, str] = {
+    "ANY_REGION": "fray._resources:ANY_REGION",
+    "ActorConfig": "fray._types:ActorConfig",
+    "ActorContext": "fray._actor:ActorContext",
+    "ActorFuture": "fray._protocols:ActorFuture",
+    "ActorHandle": "fray._protocols:ActorHandle",
+    "ActorUnavailableError": "fray.errors:ActorUnavailableError",
+    "CpuConfig": "fray._resources:CpuConfig",
+    "DeviceConfig": "fray._resources:DeviceConfig",
+    "EnvironmentConfig": "fray._types:EnvironmentConfig",
+    "FrayEntrypoint": "fray._types:Entrypoint",
+    "FrayJobAlreadyExists": "fray.errors:JobAlreadyExists",
+    "GpuConfig": "fray._resources:GpuConfig",
+    "HostedActor": "fray._actor:HostedActor",
+    "JobRequest": "fray._types:JobRequest",
+    "JobStatus": "fray._types:JobStatus",
+    "OperationFuture": "fray.backend._wire:CallFuture",
+    "ResourceConfig": "fray._resources:ResourceConfig",
+    "TpuConfig": "fray._resources:TpuConfig",
 }
 
 
@@ -53,8 +54,7 @@ def __getattr__(name: str) -> Any:
     if name == "__all__":  # a star import: every name, the backend's where it is installed
         return sorted([*_FRAY, "logger", *_backend_names()])
     if name in _FRAY:
-        module, attr = _FRAY[name]
-        value = getattr(importlib.import_module(module), attr)
+        value = pkgutil.resolve_name(_FRAY[name])
     elif name.startswith("__"):
         raise AttributeError(f"module 'fray.iris_backend' has no attribute {name!r}")
     else:
@@ -83,7 +83,7 @@ def _backend(name: str) -> Any:
     try:
         return importlib.import_module(_BACKEND)
     except ImportError as err:
-        if err.name is not None and err.name.split(".")[0] in ("fray_iris", "iris"):
+        if err.name is not None and err.name.split(".")[0] in "fray_iris:iris":
             raise BackendUnavailableError(
                 f"fray.iris_backend.{name} needs fray-iris, which is not installed. "
                 'Install it with: pip install "fray-core[iris]"'
