@@ -8,7 +8,6 @@ module). It must therefore stay as light as ``fray``: the client classes load on
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +29,12 @@ __all__ = [
 
 logger = logging.getLogger("fray.current_client")
 
+# Where each is, as ``pkgutil.resolve_name`` reads it.
 _LAZY = {
-    "_current_client_var": ("fray._compat", "_current_client_var"),
-    "Client": ("fray._protocols", "Client"),
-    "LocalClient": ("fray.local", "LocalClient"),
-    "FrayIrisClient": ("fray.iris_backend", "FrayIrisClient"),
+    "_current_client_var": "fray._compat:_current_client_var",
+    "Client": "fray._protocols:Client",
+    "LocalClient": "fray.local:LocalClient",
+    "FrayIrisClient": "fray.iris_backend:FrayIrisClient",
 }
 
 
@@ -42,6 +42,8 @@ def __getattr__(name: str) -> Any:
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'fray.current_client' has no attribute {name!r}")
-    value = getattr(importlib.import_module(target[0]), target[1])
+    import pkgutil  # here: not at `import fray`
+
+    value = pkgutil.resolve_name(target)
     globals()[name] = value
     return value
