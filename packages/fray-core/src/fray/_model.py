@@ -276,3 +276,7 @@ def memory_field(value: Any) -> str:
     except InvalidRequestError as err:
         raise ValueError(err.allowed) from None
     return str(value) if isinstance(value, int) else value.strip()
+
+
+Memory = Annotated[str, BeforeValidator(memory_field)]
+"""A memory size as given (``"16g"``; a byte count as its digits), read by :func:`parse_memory`."""

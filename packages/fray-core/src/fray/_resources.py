@@ -13,11 +13,11 @@ from fray._model import (
     Bool,
     Float,
     Int,
+    Memory,
     Model,
     Name,
     Str,
     StrSeq,
-    memory_field,
     names,
     parse_memory,
     reject_reserved,
@@ -226,8 +226,8 @@ class ResourceConfig(Model):
     model_config = ConfigDict(frozen=False, validate_assignment=True)
 
     cpu: Float = Field(default=1, ge=0)
-    ram: str = "4g"
-    disk: str = DEFAULT_DISK
+    ram: Memory = "4g"
+    disk: Memory = DEFAULT_DISK
     device: DeviceConfig = Field(default_factory=CpuConfig)
     preemptible: Bool = True
     regions: StrSeq | None = None
@@ -237,11 +237,6 @@ class ResourceConfig(Model):
     device_alternatives: StrSeq | None = None
     image: Name | None = None
     container_profile: Name | None = None
-
-    @field_validator("ram", "disk", mode="before")
-    @classmethod
-    def _check_memory(cls, value: Any) -> str:
-        return memory_field(value)
 
     @field_validator("cpu")
     @classmethod

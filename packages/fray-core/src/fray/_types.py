@@ -13,9 +13,16 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Self, cast
+from typing import Annotated, Any, Literal, Self, cast
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fray._model import (
     Float,
@@ -385,6 +392,9 @@ def _seconds(value: Any) -> float | None:
     return float(value)
 
 
+Seconds = Annotated[float | None, BeforeValidator(_seconds)]
+
+
 class JobStatus(enum.StrEnum):
     """Where a job is in its life. SUCCEEDED, FAILED and STOPPED are final."""
 
@@ -445,14 +455,9 @@ class JobRequest(Model):
     max_retries_preemption: Int = Field(default=100, ge=0)
     max_task_failures: Int = Field(default=0, ge=0)
     priority: Int = 0
-    timeout: float | None = None
-    scheduling_timeout: float | None = None
+    timeout: Seconds = None
+    scheduling_timeout: Seconds = None
     isolation: Literal["auto", "thread", "process"] = "auto"
-
-    @field_validator("timeout", "scheduling_timeout", mode="before")
-    @classmethod
-    def _check_timeout(cls, value: Any) -> float | None:
-        return _seconds(value)
 
     @field_validator("name")
     @classmethod
