@@ -56,7 +56,7 @@ class _Progress:
     def __init__(self, enabled: bool | None, total: int, stream: TextIO) -> None:
         self._stream = stream
         self._enabled = stream.isatty() if enabled is None else enabled
-        self._forced = enabled is True
+        self._after = 0.0 if enabled else _PROGRESS_AFTER_S  # on a terminal: after a second
         self._total = total
         self._start = time.monotonic()
         self._last = 0.0
@@ -66,7 +66,7 @@ class _Progress:
         if not self._enabled:
             return
         now = time.monotonic()
-        if not self._forced and now - self._start < _PROGRESS_AFTER_S and not self._drawn:
+        if now - self._start < self._after and not self._drawn:
             return
         if not final and now - self._last < _PROGRESS_EVERY_S:
             return

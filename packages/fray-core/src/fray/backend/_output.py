@@ -120,10 +120,10 @@ _install_lock = threading.Lock()
 
 def _ensure_routers() -> None:
     with _install_lock:
-        if not isinstance(sys.stdout, _Router) and sys.stdout is not None:
-            sys.stdout = _Router(sys.stdout)
-        if not isinstance(sys.stderr, _Router) and sys.stderr is not None:
-            sys.stderr = _Router(sys.stderr)
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if not isinstance(stream, _Router) and stream is not None:
+                setattr(sys, name, _Router(stream))
 
 
 @contextlib.contextmanager
