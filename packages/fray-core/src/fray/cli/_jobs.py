@@ -374,27 +374,23 @@ class RunRecorder:
             raise InvalidRequestError.for_field(
                 "LocalClient.record", True, f"{err}; {err.hint}"
             ) from None
-        self._lock = threading.Lock()
-        self._runs: dict[str, Run] = {}
+        self._runs: dict[str, Run] = {}  # one get, set or pop at a time: atomic, no lock
 
     def submitted(self, handle: Any, env: Mapping[str, str], what: str) -> None:
         """Starts the record of a job (``env``: its env vars, whose secrets are masked)."""
         run = Run(self.store, handle.job_id)
         run.start(handle, masker([os.environ, env]), command=[what], recorded_by="LocalClient")
-        with self._lock:
-            self._runs[handle.job_id] = run
+        self._runs[handle.job_id] = run
 
     def changed(self, job_id: str) -> None:
         """Writes the record again (the job was placed)."""
-        with self._lock:
-            run = self._runs.get(job_id)
+        run = self._runs.get(job_id)
         if run is not None:
             run.update()
 
     def ended(self, job_id: str, stamped: list[tuple[float, str]]) -> None:
         """Writes the final record and the job's output, and releases the run's files."""
-        with self._lock:
-            run = self._runs.pop(job_id, None)
+        run = self._runs.pop(job_id, None)
         if run is not None:
             run.lines(stamped)
             run.update()
