@@ -198,8 +198,7 @@ class Seq(tuple[Any, ...]):
             return tuple.__eq__(self, tuple(cast(list[Any], other)))
         return tuple.__eq__(self, other)
 
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+    __ne__ = object.__ne__  # the inverse of __eq__ (tuple's own would not equal a list)
 
     def __hash__(self) -> int:
         return tuple.__hash__(self)
