@@ -11,7 +11,6 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
-import weakref
 from typing import Any
 
 import cloudpickle
@@ -62,7 +61,6 @@ class IrisActorGroup(BaseActorGroup):
         self, client: Any, name: str, count: int, job: Any, config: ActorConfig, records: str
     ) -> None:
         wire = job.iris_job_id
-        self.stopped = threading.Event()  # set by shutdown: its handles refuse calls at once
         retries = config.max_task_retries or 0
         handles = [
             IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries, group=self)
@@ -89,14 +87,9 @@ class IrisActorGroup(BaseActorGroup):
         """See ``fray.ActorGroup``; 900 s by default, as the predecessor's Iris groups."""
         return super().wait_ready(count, timeout)
 
-    def connection(self) -> Any:
-        """The owning client's Iris client (its handles call through it)."""
-        return self._owner.iris
-
     def _stop(self, members: list[ActorMember]) -> None:
         """Stops the group's job; its handles refuse calls from now on."""
         del members  # the job hosts them all
-        self.stopped.set()
         self.job.terminate()
 
     def _refresh(self, timeout: float) -> None:
@@ -168,14 +161,12 @@ class IrisActorFuture(concurrent.futures.Future[Any]):
             raise JobTimeoutError(f"actor call did not finish within {timeout}s") from None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class IrisActorMethod:
     """``handle.method``: call it, or ``.remote()`` it for a future."""
 
-    __slots__ = ("_handle", "_method")
-
-    def __init__(self, handle: IrisActorHandle, method: str) -> None:
-        self._handle = handle
-        self._method = method
+    _handle: IrisActorHandle
+    _method: str
 
     def remote(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
         """Starts the call; calls from one handle run in the order they were made."""
@@ -301,8 +292,8 @@ class IrisActorHandle:
         with self._lock:
             if self._executor is None:
                 prefix = f"fray-iris-{self.name}"
+                # Its thread ends once the handle is collected (the executor with it).
                 self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=prefix)
-                weakref.finalize(self, self._executor.shutdown, False)
             self._pending += 1
             self._executor.submit(self._run_queued, future, method, args, kwargs)
         return future
@@ -322,8 +313,8 @@ class IrisActorHandle:
 
     def _connection(self) -> Any:
         """The Iris client to ask: the group's, the current job's, else one of its own."""
-        if self._group is not None:
-            return self._group.connection()
+        if self._group is not None:  # the client that made the group
+            return self._group._owner.iris
         ctx = get_iris_ctx()
         if ctx is not None and ctx.client is not None:
             return ctx.client
@@ -365,7 +356,7 @@ class IrisActorHandle:
 
     def _send(self, request: Any) -> tuple[Any, ConnectError | None]:
         """One try: the response, or ``None`` and why (``None``: no endpoint yet)."""
-        if self._group is not None and self._group.stopped.is_set():
+        if self._group is not None and self._group._stopped:  # shut down: refused at once
             raise self._died("its group was shut down")
         try:
             rpc = self._client()

@@ -163,24 +163,19 @@ class IrisClient(BaseClient):
         if url is None and is_loopback(self.address):
             url = default_local_results_url()
         self.results = ResultStore(url) if url else None
+        #: Where return values are stored, or ``None`` if no location is configured.
+        self.results_url = self.results.url if self.results is not None else None
         self._to_stop: list[IrisActorGroup] = []  # groups shut down with the client
         self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
-        self._watch_cond = threading.Condition()
         self._watched: dict[int, JobRecord] = {}
         self._watcher: threading.Thread | None = None  # runs while jobs are watched
-        self._watch_delay = POLL_FIRST_S  # the pause before the watcher's next round
-        self._next_look = 0.0  # when its next round starts (monotonic seconds)
+        self._added = threading.Event()  # set when a job is watched: the watcher looks soon
 
     @classmethod
     def from_spec(cls, spec: ClientSpec) -> IrisClient:
         """From ``iris://host:port[?ws=PATH]``, or ``iris`` (inside a job: its Iris context)."""
         spec.reject_unknown({"ws"}, address=True)
         return cls(spec.address, workspace=spec.params.get("ws") or None)
-
-    @property
-    def results_url(self) -> str | None:
-        """Where return values are stored, or ``None`` if no location is configured."""
-        return self.results.url if self.results is not None else None
 
     @property
     def iris(self) -> RawIrisClient:
@@ -258,11 +253,11 @@ class IrisClient(BaseClient):
 
     def _refresh(self, job: JobRecord) -> float | None:
         """Asks Iris for the job's state now (a waiter's own look; the watcher looks too)."""
-        data: IrisJob = job.data
-        if job.is_done or data.wire is None:
+        if job.is_done:
             return None
+        wire = job.data.iris_id
         with self._asking(f"status of {job.job_id}", job):
-            state = line.states(self.iris, [data.wire]).get(data.wire.to_wire())
+            state = line.states(self.iris, [wire]).get(wire.to_wire())
         if state is None:
             raise JobNotFoundError(job.job_id)
         self._apply(job, state)
@@ -286,12 +281,9 @@ class IrisClient(BaseClient):
             view = line.status(self.iris, wire)
             if view.state not in FINISHED:
                 return
-            if job.phase is Phase.STOPPING:
+            if job.phase is Phase.STOPPING:  # Iris stops its children too: it ends after them
                 below = line.jobs(self.iris, wire.to_wire() + "/")
-                live = [v for v in below if v.state not in FINISHED]
-                for child in live:  # Iris stops them itself; make sure of it
-                    line.terminate(self.iris, JobName.from_wire(child.job_id))
-                if live:
+                if any(v.state not in FINISHED for v in below):
                     return
             tasks = line.tasks(self.iris, wire)
         job.data.tasks = tasks  # before it ends: its lines are whole as they say
@@ -323,12 +315,11 @@ class IrisClient(BaseClient):
         return None, view.error or f"Iris ended the job {view.state}"
 
     def _stored(self, job: JobRecord) -> list[Any]:
-        """What each replica stored in the results store (``None`` where nothing)."""
+        """What each replica stored in the results store (``None`` where nothing; nothing
+        without a store)."""
         store = self.results
-        if store is None:
-            return [None] * job.replicas
         wire = job.data.iris_id.to_wire()
-        return [store.read(store.task_path(wire, i)) for i in range(job.replicas)]
+        return [store.read(store.task_path(wire, i)) for i in range(job.replicas)] if store else []
 
     def _pending_reason(self, job: JobRecord) -> str | None:
         """Why Iris has not placed the job, asked at most once a second."""
@@ -350,50 +341,43 @@ class IrisClient(BaseClient):
         return STOP_GRACE_S
 
     def _watch(self, job: JobRecord) -> None:
-        """Watches ``job`` until it has ended, looking soon (the watcher starts if need be)."""
-        with self._watch_cond:
+        """Watches ``job`` until it has ended (the watcher starts if need be, and looks soon)."""
+        with self._lock:
             self._watched[id(job)] = job
-            self._look_soon()
             if self._watcher is None:
                 self._watcher = threading.Thread(
                     target=self._watch_jobs, name="fray-iris-watch", daemon=True
                 )
                 self._watcher.start()
-
-    def _look_soon(self) -> None:
-        """Under the watcher's lock: its next round in :data:`POLL_FIRST_S` at most (jobs
-        submitted together are asked about in one round)."""
-        self._watch_delay = POLL_FIRST_S
-        self._next_look = min(self._next_look, time.monotonic() + POLL_FIRST_S)
-        self._watch_cond.notify()
+        self._added.set()
 
     def _watch_jobs(self) -> None:
         """The one thread that asks about every watched job, in one call a round (per 1,000
-        jobs), at most every :data:`POLL_FIRST_S` and at least every :data:`POLL_MAX_S`."""
+        jobs): :data:`POLL_FIRST_S` after jobs were added or one moved on (jobs submitted
+        together are asked about in one round), else after a pause growing to
+        :data:`POLL_MAX_S`."""
+        delay = POLL_FIRST_S
         while True:
-            with self._watch_cond:
+            if self._added.wait(delay):
+                time.sleep(POLL_FIRST_S)  # the rest of a burst of submits joins this round
+                self._added.clear()
+                delay = POLL_FIRST_S
+            with self._lock:
                 self._watched = {k: j for k, j in self._watched.items() if not j.is_done}
-                if not self._watched:
+                jobs = list(self._watched.values())
+                if not jobs:
                     self._watcher = None
                     return
-                while (left := self._next_look - time.monotonic()) > 0:
-                    self._watch_cond.wait(left)
-                self._watch_delay = min(self._watch_delay * 1.5, POLL_MAX_S)
-                self._next_look = time.monotonic() + self._watch_delay
-                jobs = [j for j in self._watched.values() if not j.is_done]
-            moved = False
+            delay = min(delay * 1.5, POLL_MAX_S)
             try:
                 with self._asking("status of jobs"):
                     states = line.states(self.iris, [j.data.iris_id for j in jobs])
                 for job in jobs:
                     state = states.get(job.data.iris_id.to_wire())
                     if state is not None and not job.is_done and self._apply(job, state):
-                        moved = True
+                        delay = POLL_FIRST_S  # a job moved on: look again soon
             except FrayError as exc:  # waiters ask for themselves, and see why
                 logger.debug("watching Iris jobs failed: %s", exc)
-            if moved:  # a job moved on: look again soon
-                with self._watch_cond:
-                    self._look_soon()
 
     def _result(self, job: JobRecord) -> Any:
         """The value each replica stored (one replica: the value itself)."""
@@ -563,15 +547,10 @@ class IrisClient(BaseClient):
     def _shutdown(self, wait: bool) -> None:
         """Shuts the actor groups down and closes the connection this client opened."""
         del wait
-        with self._lock:
-            groups = self._to_stop
-            self._to_stop = []
-            raw = None
-            if self._reopen is not None:  # a connection it opened (a wrapped one stays open)
-                raw = self._raw
-                self._raw = None
-        for group in groups:
+        for group in self._to_stop:  # the client takes no new ones now
             group.shutdown()
-        if raw is not None:
+        raw = self._raw
+        if raw is not None and self._reopen is not None:  # one it opened (a wrapped one stays)
+            self._raw = None  # the next use opens a fresh one
             with contextlib.suppress(Exception):  # closing is best effort
                 raw.shutdown()

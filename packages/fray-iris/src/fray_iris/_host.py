@@ -62,7 +62,6 @@ class ServedActor:
     ) -> None:
         self.name = name
         self.state = HostState.STARTING
-        self.exit_code = 0
         self.context: ActorContext | None = None  # set once it is built
         self._record = record
         self._may_restart = may_restart
@@ -121,7 +120,6 @@ class ServedActor:
             if self.state is not HostState.SERVING:  # ended already
                 return
             self.state = state
-            self.exit_code = 1 if state is HostState.RESTARTING else 0  # 1: Iris runs it again
         if state is HostState.EXITED:  # before the endpoint goes: the group reads both
             self._record(Outcome.failed(died) if died else Outcome.succeeded())
         assert self._withdraw is not None  # it served
@@ -205,5 +203,6 @@ def host_actor(
     endpoint_id = ctx.registry.register(endpoint, address, metadata={"fray": "actor"})
     print(f"[fray] actor {name} serving on {advertise}:{port}", flush=True)
     actor.serve(functools.partial(ctx.registry.unregister, endpoint_id))
-    end_output("the actor restarts" if actor.exit_code else "")
-    os._exit(actor.exit_code)  # the server's threads would keep the task alive
+    restarts = actor.state is HostState.RESTARTING  # exit 1: Iris runs the task again
+    end_output("the actor restarts" if restarts else "")
+    os._exit(int(restarts))  # the server's threads would keep the task alive

@@ -104,7 +104,11 @@ def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False)
     """The job's lines so far, its descendants' included (a prefix query), oldest first;
     with ``tail``, the last ``max_lines``.
     """
-    entries = raw.fetch_task_logs(wire, max_lines=max_lines, tail=tail)
+    return log_lines(raw.fetch_task_logs(wire, max_lines=max_lines, tail=tail))
+
+
+def log_lines(entries: list[Any]) -> list[LogLine]:
+    """The neutral views of Iris's ``TaskLogEntry`` list (the same class on 0.2.227)."""
     return [
         LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data, e.attempt_id)
         for e in entries

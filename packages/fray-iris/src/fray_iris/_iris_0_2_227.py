@@ -15,6 +15,7 @@ from iris.rpc import job_pb2
 from rigging.secrets import SecretBehavior
 
 from fray_iris._iris_0_2_20 import controller_address as controller_address
+from fray_iris._iris_0_2_20 import log_lines
 from fray_iris._iris_0_2_20 import states as states
 from fray_iris._views import JobView, LogLine, TaskView, iris_error
 
@@ -99,11 +100,7 @@ def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False)
     """The job's lines so far, its descendants' included (a prefix query), oldest first;
     with ``tail``, the last ``max_lines``.
     """
-    entries = raw.job(wire).logs(max_lines=max_lines, tail=tail)
-    return [
-        LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data, e.attempt_id)
-        for e in entries
-    ]
+    return log_lines(raw.job(wire).logs(max_lines=max_lines, tail=tail))
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:

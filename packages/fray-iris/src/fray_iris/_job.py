@@ -73,7 +73,7 @@ class IrisJob:
         own: Its lines.
         family: Its lines and its descendants'.
         tasks: Its tasks as Iris reported them when the job ended.
-        ends: ``(task wire id, attempt, stream)`` of each end-of-output marker seen.
+        ends: ``(task index, attempt, stream)`` of each end-of-output marker seen.
         output: Whether its lines are whole.
     """
 
@@ -85,7 +85,7 @@ class IrisJob:
     own: SeenLines = dataclasses.field(default_factory=SeenLines)
     family: SeenLines = dataclasses.field(default_factory=SeenLines)
     tasks: list[TaskView] = dataclasses.field(default_factory=list)
-    ends: set[tuple[str, int, str]] = dataclasses.field(default_factory=set)
+    ends: set[tuple[int, int, str]] = dataclasses.field(default_factory=set)
     output: Output = Output.OPEN
 
     @property
@@ -104,7 +104,7 @@ class IrisJob:
             owner, _, index = entry.task.rpartition("/")
             text, marker, _ = entry.text.partition(END_OF_OUTPUT)
             if marker and owner == wire:
-                self.ends.add((entry.task, entry.attempt, entry.stream))
+                self.ends.add((int(index), entry.attempt, entry.stream))
             if marker and not text:
                 continue
             if owner == wire:
@@ -121,13 +121,11 @@ class IrisJob:
         lines may be missing."""
         if self.output is not Output.OPEN:
             return True
-        wire = self.iris_id.to_wire()
         fray_task = job.request is not None and job.request.entrypoint.is_callable
         missing = {  # task index: whether its marker may still come
             t.task_index: fray_task and t.state in _ENDED_ITSELF and 0 <= t.exit_code < 128
             for t in self.tasks
-            if t.attempts
-            and not {(f"{wire}/{t.task_index}", t.attempts - 1, s) for s in STREAMS} <= self.ends
+            if t.attempts and not {(t.task_index, t.attempts - 1, s) for s in STREAMS} <= self.ends
         }
         if not missing:
             self.output = Output.WHOLE

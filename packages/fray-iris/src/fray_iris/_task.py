@@ -79,9 +79,9 @@ def end_output(why: str = "") -> None:
     """Writes :data:`END_OF_OUTPUT` as the task's last line on stdout and on stderr, after
     what was written before; on stderr ``why`` follows it on the same line (Iris's error for
     a failed task quotes that stream's last line)."""
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+    for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a stream the user's code closed
-            stream.flush()  # pyright: ignore[reportOptionalMemberAccess]
+            stream.flush()
     summary = " ".join(why.split())  # one line
     for fd, text in ((1, END_OF_OUTPUT), (2, f"{END_OF_OUTPUT} {summary}".rstrip())):
         with contextlib.suppress(OSError):

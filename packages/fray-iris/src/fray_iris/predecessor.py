@@ -23,7 +23,6 @@ from fray import (
     Entrypoint,
     EnvironmentConfig,
     GpuConfig,
-    JobStatus,
     ResourceConfig,
     TpuConfig,
 )
@@ -82,9 +81,7 @@ convert_constraints = convert.to_constraints
 convert_container_profile = convert.to_container_profile
 
 
-def map_iris_job_state(iris_state: Any) -> JobStatus:
-    """Fray's status for an Iris job state (a ``job_pb2`` number, or 0.2.227's ``JobState``)."""
-    return convert.job_status(iris_state)
+map_iris_job_state = convert.job_status  # a job_pb2 number, a name, or 0.2.227's JobState
 
 
 def convert_entrypoint(entrypoint: Entrypoint) -> IrisEntrypoint:
