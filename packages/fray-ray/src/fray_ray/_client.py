@@ -163,7 +163,7 @@ class RayClient(KindClient):
         one, many = runner(job_client)
         self._replica = ray.remote(max_retries=0)(one)
         self._replicas = ray.remote(max_retries=0)(many)
-        self._last_remote: tuple[dict[str, Any], bool, Any] | None = None  # see _remote_for
+        self._last_shape: TaskShape | None = None  # see _shape_for
         self._disk_advertised: bool | None = None  # see _reserves_disk
         self._noted: set[str] = set()  # the notes this client has logged
         self._hosts: dict[type[Any], Any] = {}
@@ -193,9 +193,10 @@ class RayClient(KindClient):
             return _gangs().prepare_gang(request, self)
         if not request.entrypoint.is_callable:
             return self._command_job(request)
-        return CallableJob(self, self._task_shape(request))
+        return self._callable_job(request)
 
-    def _task_shape(self, request: JobRequest) -> TaskShape:
+    def _callable_job(self, request: JobRequest) -> CallableJob:
+        """A callable job: its request's :class:`TaskShape` and its pickled call."""
         import cloudpickle
 
         resources, environment = request.resources, request.environment
@@ -203,10 +204,7 @@ class RayClient(KindClient):
         own = environment is not None and self._own_workspace(environment.workspace)
         disk = self._reserves_disk(resources)
         options, env = task_options(request, disk=disk, own_workspace=own)
-        if "pip" in options.get("runtime_env", {}):
-            self._check_pip_applies()
-        ask = Ask.of(options)
-        self._check_placeable(ask)
+        shape = self._shape_for(options, tuple(env.items()), request.replica_count > 1)
         entry = request.entrypoint
         try:
             call = cloudpickle.dumps((entry.callable, tuple(entry.args), dict(entry.kwargs)))
@@ -216,21 +214,28 @@ class RayClient(KindClient):
                 entry.describe(),
                 f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
             ) from exc
-        many = request.replica_count > 1
-        return TaskShape(self._remote_for(options, many), call, env, ask)
+        return CallableJob(self, shape, call)
 
-    def _remote_for(self, options: dict[str, Any], many: bool) -> Any:
-        """The job wrapper's remote function (for several replicas: the one that takes an
-        index) with ``options``. Ray's ``options()`` checks them and builds a class on every
-        call (45-70 us, a fifth of a trivial job's driver CPU in the row "ray: 200 trivial
-        jobs, submitted together"): the last one made is used again while a driver submits
-        requests of the same shape (a batch)."""
-        last = self._last_remote
-        if last is not None and last[0] == options and last[1] == many:
-            return last[2]
+    def _shape_for(
+        self, options: dict[str, Any], env: tuple[tuple[str, str], ...], many: bool
+    ) -> TaskShape:
+        """The shape of tasks with Ray ``options`` and wrapper ``env`` (for several replicas:
+        of the remote function that takes an index), checked against this cluster once.
+        Ray's ``options()`` checks them and builds a class on every call (45-70 us, a fifth
+        of a trivial job's driver CPU in the row "ray: 200 trivial jobs, submitted
+        together"): the last shape made is used again while a driver submits requests of
+        the same shape (a batch), and its jobs share it (one object, not one per job in
+        the client's history)."""
+        last = self._last_shape
+        if last is not None and (last.options, last.env, last.many) == (options, env, many):
+            return last
+        if "pip" in options.get("runtime_env", {}):
+            self._check_pip_applies()
+        ask = Ask.of(options)
+        self._check_placeable(ask)
         remote = (self._replicas if many else self._replica).options(**options)
-        self._last_remote = (options, many, remote)
-        return remote
+        shape = self._last_shape = TaskShape(options, env, many, remote, ask)
+        return shape
 
     def _command_job(self, request: JobRequest) -> CommandJob:
         self._check_head_node(request.resources, "JobRequest.resources.preemptible")

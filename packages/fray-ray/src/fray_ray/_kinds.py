@@ -39,7 +39,7 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from fray import JobStatus
 from fray.backend import BaseClient, BaseJobHandle, JobRecord, Outcome, Phase
@@ -239,31 +239,32 @@ CANCEL_GRACE_S = 10.0  # a cancelled attempt that has not ended by then is recor
 _BETWEEN_S = 0.01  # how long a waiter waits for a job whose next attempt is being started
 
 
-class TaskShape:
-    """What every job of one request runs, worked out once per request: the job wrapper's
-    remote function with the request's Ray options, the pickled ``(fn, args, kwargs)``, the
-    env vars the wrapper sets, and what each replica asks of a node."""
+class TaskShape(NamedTuple):
+    """What the tasks of requests of one shape run, worked out once per shape and shared by
+    their jobs: the Ray ``options`` and the job wrapper's remote function with them (``many``:
+    the one that takes a replica index), the env vars the wrapper sets, and what each replica
+    asks of a node."""
 
-    __slots__ = ("ask", "call", "env", "remote")
-
-    def __init__(self, remote: Any, call: bytes, env: dict[str, str], ask: Ask) -> None:
-        self.remote = remote
-        self.call = call
-        self.env = tuple(env.items())
-        self.ask = ask
+    options: dict[str, Any]
+    env: tuple[tuple[str, str], ...]
+    many: bool
+    remote: Any
+    ask: Ask
 
 
 class CallableJob(JobKind):
-    """A callable job: its request's :class:`TaskShape`, its payload (built at its first
-    attempt) and the current attempt's tasks, with what each replica has reported."""
+    """A callable job: its request's :class:`TaskShape`, its pickled ``(fn, args, kwargs)``,
+    its payload (built at its first attempt) and the current attempt's tasks, with what each
+    replica has reported."""
 
-    def __init__(self, client: RayClient, shape: TaskShape) -> None:
+    def __init__(self, client: RayClient, shape: TaskShape, call: bytes) -> None:
         super().__init__(client)
         self.ray_client = client
         self.shape = shape
+        self.call = call
         self.payload: bytes | None = None
         self.attempt = 0
-        self.refs: list[Any] = []
+        self.refs: tuple[Any, ...] = ()
         self.reported: dict[int, Outcome] | None = None  # None: the attempt is decided
         self.printed: dict[int, list[str]] = {}
 
@@ -278,10 +279,10 @@ class CallableJob(JobKind):
         if payload is None or key is not None:
             identity = (job.job_id, count, client.namespace, client.registry.name)
             payload = self.payload = pickle.dumps(
-                (*identity, client.echo_logs, shape.env, key, shape.call)
+                (*identity, client.echo_logs, shape.env, key, self.call)
             )
         remote = shape.remote.remote
-        refs = [remote(payload)] if count == 1 else [remote(payload, i) for i in range(count)]
+        refs = (remote(payload),) if count == 1 else tuple(remote(payload, i) for i in range(count))
         with job.lock:
             self.attempt, self.refs, self.reported, self.printed = attempt, refs, {}, {}
             stopping = job.phase is Phase.STOPPING
@@ -369,7 +370,7 @@ class CallableJob(JobKind):
                 return
             self.reported = None
             others = [ref for i, ref in enumerate(self.refs) if i not in reported]
-            self.refs = []
+            self.refs = ()
             printed = self.printed
         if others:
             cancel_refs(others)
@@ -377,7 +378,7 @@ class CallableJob(JobKind):
         for i, replica_lines in sorted(printed.items()):
             tag = f"[{i}] " if prefix else ""
             job.log.write("".join(f"{tag}{line}\n" for line in replica_lines))
-        job.report(_decide(job, reported))
+        job.report(reported[0] if job.replicas == 1 else _decide(job, reported))
 
     def cancel(self, job: JobRecord) -> float:
         """Cancels the attempt's tasks (and the jobs submitted from them), from the event
@@ -463,9 +464,11 @@ def _decide(job: JobRecord, reported: dict[int, Outcome]) -> Outcome:
 
 def await_ends(jobs: Sequence[JobRecord], timeout: float) -> bool:
     """Waits up to ``timeout`` seconds for any replica of ``jobs``' current attempts to end
-    (one bulk ``ray.wait`` over all their unreported refs) and settles every one that did,
-    in this thread. Returns ``False`` where none of them has a ref to wait for (jobs of
-    other kinds, or callable jobs between two attempts: those return at once)."""
+    (one bulk ``ray.wait`` over all their unreported refs; for a single ref, ``ray.get``
+    alone: a ``ray.wait`` before it costs a job waited on alone about 20 us) and settles
+    every one that did, in this thread. Returns ``False`` where none of them has a ref to
+    wait for (jobs of other kinds, or callable jobs between two attempts: those return at
+    once)."""
     import ray
 
     pending: dict[Any, Any] = {}
@@ -477,20 +480,26 @@ def await_ends(jobs: Sequence[JobRecord], timeout: float) -> bool:
             jobs[0].wait(min(timeout, _BETWEEN_S))
             return True
         return False
-    refs = list(pending)
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=False)
-    if ready:
-        _harvest(ready, pending)
+    refs: list[Any] = list(pending)
+    wait: float | None = timeout
+    if len(refs) > 1:
+        refs, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=False)
+        wait = None  # they have ended
+    if refs:
+        _harvest(refs, pending, wait)
     return True
 
 
-def _harvest(ready: list[Any], pending: dict[Any, Any]) -> None:
-    """Reads the ended refs (each apart where one failed: ``ray.get`` of a list raises only
-    the first error) and settles their replicas."""
+def _harvest(ready: list[Any], pending: dict[Any, Any], timeout: float | None) -> None:
+    """Reads the refs once they end, waiting up to ``timeout`` (each apart where one failed:
+    ``ray.get`` of a list raises only the first error), and settles their replicas."""
     import ray
+    from ray.exceptions import GetTimeoutError
 
     try:
-        ends = [(value, None) for value in ray.get(ready)]
+        ends = [(value, None) for value in ray.get(ready, timeout=timeout)]
+    except GetTimeoutError:
+        return
     except Exception:
         ends = []
         for ref in ready:
@@ -503,7 +512,7 @@ def _harvest(ready: list[Any], pending: dict[Any, Any]) -> None:
         kind.ended(job, attempt, index, value, error)
 
 
-def cancel_refs(refs: list[Any]) -> None:
+def cancel_refs(refs: Sequence[Any]) -> None:
     """Cancels Ray tasks (force: the worker and everything it started dies)."""
     import ray
 
