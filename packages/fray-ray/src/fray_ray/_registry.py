@@ -76,7 +76,7 @@ class JobRegistry:
         """Records a finished job: its final fields, return value and whole output."""
         await self.put(job_id, fields)
         self._results[job_id] = result
-        self._logs[job_id] = list(lines[-_MAX_LINES:])
+        self._logs[job_id] = lines[-_MAX_LINES:]
 
     def _ended(self, job_id: str) -> None:
         """``job_id`` is finished; drops the oldest finished jobs beyond the limit."""
@@ -87,12 +87,9 @@ class JobRegistry:
         while len(finished) > self._limit:
             old, _ = finished.popitem(last=False)
             record = self._records.pop(old, None) or {}
-            self._logs.pop(old, None)
-            self._results.pop(old, None)
-            self._children.pop(old, None)
-            siblings = self._children.get(record.get("parent") or "")
-            if siblings is not None:
-                siblings.pop(old, None)
+            for table in (self._logs, self._results, self._children):
+                table.pop(old, None)
+            self._children.get(record.get("parent", ""), {}).pop(old, None)
 
     def _shown(self, record: dict[str, Any]) -> dict[str, Any]:
         """A record as readers get it: with its children's ids."""
@@ -129,7 +126,7 @@ class JobRegistry:
             return
         buffer = self._logs.setdefault(job_id, [])
         buffer.extend(lines)
-        del buffer[: max(len(buffer) - _MAX_LINES, 0)]
+        del buffer[:-_MAX_LINES]  # the oldest beyond the limit
 
     async def logs(self, job_id: str) -> list[str]:
         return list(self._logs.get(job_id, ()))
