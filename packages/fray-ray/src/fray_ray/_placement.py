@@ -63,7 +63,7 @@ class ClusterView:
         most = {k: max(n.totals.get(k, 0.0) for n in alive) for k in ask.resources}
         return (
             f"no single node has all of it (the most any of its {len(alive)} node(s) has: "
-            f"{', '.join(amount(k, v) for k, v in most.items())})"
+            f"{_amounts(ask, most)})"
         )
 
 
