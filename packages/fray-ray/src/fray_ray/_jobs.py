@@ -208,8 +208,7 @@ class CommandJob(JobKind):
     def lines(self, job: JobRecord) -> list[str]:
         """The output of the attempts so far, the running one's read live."""
         own = super().lines(job)
-        with job.lock:
-            submission_id = self.submission_id
+        submission_id = self.submission_id
         if job.is_done or submission_id is None:
             return own
         try:
