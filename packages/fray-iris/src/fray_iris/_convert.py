@@ -59,8 +59,10 @@ PRIORITY_BANDS = {
 }
 
 
-def job_status(state: Any) -> JobStatus:
-    """Fray's status for an Iris state (its name, number or 0.2.227 ``JobState``), or PENDING."""
+def job_status(iris_state: Any) -> JobStatus:
+    """Fray's status for an Iris state (its name, number or 0.2.227 ``JobState``), or PENDING.
+    The parameter keeps the name of the predecessor's ``map_iris_job_state``, which this is."""
+    state = iris_state
     name = state if isinstance(state, str) else line.state_name(state)
     return _STATES.get(name.lower(), JobStatus.PENDING)
 
