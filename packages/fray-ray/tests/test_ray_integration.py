@@ -712,14 +712,15 @@ def test_command_jobs_beyond_the_cap_wait_in_the_driver_and_all_finish(
 ) -> None:
     # Each command job is a Ray job with a supervisor on the head node: a client keeps at
     # most max_command_jobs of them in Ray's Jobs API; the others are queued in the driver
-    # (their pending reason names the cap). 200 submitted at once all finish, and Ray's own
-    # job list shows that never more than the cap were in Ray at once (each from its
-    # submission, Ray's start_time, to its end_time).
+    # (their pending reason names the cap). All submitted at once finish, and Ray's own job
+    # list shows that never more than the cap were in Ray at once (each from its submission,
+    # Ray's start_time, to its end_time). Six times the cap here; the 200 with
+    # FRAY_TEST_COMMAND_JOBS=200 (about 10 minutes on 2 cores: ~3 s of Ray per job and slot).
     import time
 
     from fray import wait_all
 
-    cap, count = 4, 200
+    cap, count = 4, int(os.environ.get("FRAY_TEST_COMMAND_JOBS", "24"))
     with RayClient(namespace="capped", echo_logs=False, max_command_jobs=cap) as client:
         handles = [
             client.submit(
@@ -751,3 +752,20 @@ def test_command_jobs_beyond_the_cap_wait_in_the_driver_and_all_finish(
         running += step
         most = max(most, running)
     assert most == cap
+
+
+def test_a_failed_command_job_runs_its_next_attempt(client: RayClient) -> None:
+    # A command job's attempt that fails is charged to its failure budget and the next one
+    # is submitted to Ray's Jobs API (the poller once forgot the job after its first attempt,
+    # and the handle stayed RUNNING for ever).
+    job = client.submit(
+        JobRequest(
+            name="cmd-retried",
+            entrypoint=Entrypoint.from_command(sys.executable, "-c", "raise SystemExit(3)"),
+            resources=ResourceConfig(cpu=0.1, ram="0"),
+            max_retries_failure=1,
+        )
+    )
+    assert job.wait(timeout=300, raise_on_failure=False) is JobStatus.FAILED
+    info = job.info()
+    assert (info.attempts, info.failures, info.exit_code) == (2, 2, 3)
