@@ -217,7 +217,7 @@ def _ray_discovery(ray: Any, repeats: int) -> list[dict[str, Any]]:
         with RayClient(namespace="scale", echo_logs=False) as client:
             start = time.perf_counter()
             group = client.create_actor_group(
-                Member, name="scale-group", count=ACTORS, resources=ResourceConfig(cpu=0)
+                Member, name="scale-group", count=ACTORS, resources=ResourceConfig(cpu=0, ram="0")
             )
             group.wait_ready(timeout=300)
             elapsed = time.perf_counter() - start
