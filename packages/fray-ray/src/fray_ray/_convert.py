@@ -20,10 +20,9 @@ from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
 
 __all__ = [
+    "DISK_RESOURCE",
     "HEAD_NODE_RESOURCE",
     "RAY",
-    "REGION_LABEL",
-    "ZONE_LABEL",
     "Ask",
     "actor_options",
     "amount",
@@ -52,21 +51,6 @@ _HEAD_SHARE = 0.001
 
 _GIB = float(1 << 30)
 _OPTION_NAMES = {"num_cpus": "CPU", "memory": "memory", "num_gpus": "GPU"}
-
-# Fray's GPU names -> Ray's accelerator_type names (ray.util.accelerators constants).
-_RAY_GPU_NAMES = {
-    "A100": "A100",
-    "A100-40G": "A100-40G",
-    "A100-80G": "A100-80G",
-    "H100": "H100",
-    "H200": "H200",
-    "B200": "B200",
-    "L4": "L4",
-    "T4": "T4",
-    "V100": "V100",
-    "A10G": "A10G",
-    "L40S": "L40S",
-}
 
 
 @dataclass(frozen=True)
@@ -125,31 +109,22 @@ def label_matches(value: str | None, selector: str) -> bool:
     return hit != negate
 
 
-def _ray_gpu_name(variant: str) -> str:
-    return _RAY_GPU_NAMES.get(variant, variant)
-
-
-def _scheduling(resources: ResourceConfig, field: str, disk: bool = False) -> dict[str, Any]:
-    """Options shared by tasks, actors: GPUs, custom resources (``disk``: reserve the
-    disk, as :data:`DISK_RESOURCE`), placement labels."""
-    options: dict[str, Any] = {}
-    custom: dict[str, float] = {}
-    if disk:
-        custom[DISK_RESOURCE] = float(resources.disk_bytes)
+def _scheduling(resources: ResourceConfig, disk: bool) -> dict[str, Any]:
+    """Ray options for one replica or actor: CPUs, memory, GPUs, custom resources
+    (``disk``: reserve the disk, as :data:`DISK_RESOURCE`), placement labels."""
+    options: dict[str, Any] = {"num_cpus": resources.cpu}
+    if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
+        options["memory"] = resources.ram_bytes
+    custom = {DISK_RESOURCE: float(resources.disk_bytes)} if disk else {}
     labels: dict[str, str] = {}
     device = resources.device
-    if isinstance(device, GpuConfig):
+    if isinstance(device, GpuConfig):  # Fray's GPU names are Ray's accelerator types
         options["num_gpus"] = device.count
-        if device.variant != "auto":
-            options["accelerator_type"] = _ray_gpu_name(device.variant)
-    elif isinstance(device, TpuConfig):  # routed to fray_tpu before we get here
-        raise InvalidRequestError.for_field(
-            f"{field}.device", device.variant, "TPU requests run through fray_tpu gangs"
-        )
-    if resources.device_alternatives and isinstance(device, GpuConfig):
-        names = [_ray_gpu_name(v) for v in (device.variant, *resources.device_alternatives)]
-        options.pop("accelerator_type", None)
-        labels[ACCELERATOR_LABEL] = f"in({','.join(names)})"
+        if resources.device_alternatives:
+            names = ",".join((device.variant, *resources.device_alternatives))
+            labels[ACCELERATOR_LABEL] = f"in({names})"
+        elif device.variant != "auto":
+            options["accelerator_type"] = device.variant
     if not resources.preemptible:
         custom[HEAD_NODE_RESOURCE] = _HEAD_SHARE
     if resources.regions:
@@ -175,13 +150,9 @@ def task_options(
     wrapper for the duration of the job instead: a runtime_env per task costs a fresh
     worker pool and about half a millisecond per call.
     """
-    resources = request.resources
-    options = _scheduling(resources, "JobRequest.resources", disk)
-    options["num_cpus"] = resources.cpu
-    if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
-        options["memory"] = resources.ram_bytes
+    options = _scheduling(request.resources, disk)
     user_env = request.environment.env_vars if request.environment is not None else {}
-    env = runtime_env(request.environment, request.env_vars if user_env else {})
+    env = environment_runtime_env(request.environment, request.env_vars if user_env else None)
     if own_workspace:
         env.pop("working_dir", None)
     if env:
@@ -190,41 +161,42 @@ def task_options(
 
 
 def command_options(request: JobRequest, *, disk: bool = False) -> dict[str, Any]:
-    """``JobSubmissionClient.submit_job`` keyword arguments (except the entrypoint);
-    ``disk``: reserve the disk."""
-    resources = request.resources
-    scheduling = _scheduling(resources, "JobRequest.resources", disk)  # no labels: RAY refuses
-    options: dict[str, Any] = {"entrypoint_num_cpus": resources.cpu}
-    options["entrypoint_memory"] = resources.ram_bytes
-    if "num_gpus" in scheduling:
-        options["entrypoint_num_gpus"] = scheduling["num_gpus"]
-        if "accelerator_type" in scheduling:
-            custom = dict(scheduling.get("resources", {}))
-            custom[f"accelerator_type:{scheduling['accelerator_type']}"] = _HEAD_SHARE
-            scheduling["resources"] = custom
-    if "resources" in scheduling:
-        options["entrypoint_resources"] = scheduling["resources"]
-    return options
+    """``JobSubmissionClient.submit_job`` keyword arguments (except the entrypoint and the
+    runtime env): a task's options with the ``entrypoint_`` prefix (no labels: :data:`RAY`
+    refuses them for commands); ``disk``: reserve the disk."""
+    options = _scheduling(request.resources, disk)
+    accelerator = options.pop("accelerator_type", None)
+    if accelerator is not None:  # the Jobs API has no accelerator_type: its resource instead
+        custom = options.setdefault("resources", {})
+        custom[f"accelerator_type:{accelerator}"] = _HEAD_SHARE
+    return {f"entrypoint_{name}": value for name, value in options.items()}
 
 
 def actor_options(resources: ResourceConfig | None, *, disk: bool = False) -> dict[str, Any]:
     """``ActorClass.options(...)`` for an actor (``disk``: reserve its disk). ``None``
-    reserves nothing (Ray's default for a running actor is zero CPUs)."""
+    reserves nothing (Ray's default for a running actor is zero CPUs).
+
+    Raises:
+        InvalidRequestError: A TPU device (TPUs on Ray are fray-tpu's gang jobs).
+    """
     if resources is None:
         return {"num_cpus": 0}
-    options = _scheduling(resources, "resources", disk)
-    options["num_cpus"] = resources.cpu
-    if resources.ram_bytes:  # ram="0": no memory reservation, like a plain Ray task
-        options["memory"] = resources.ram_bytes
-    return options
+    if isinstance(resources.device, TpuConfig):
+        raise InvalidRequestError.for_field(
+            "resources.device", resources.device.variant, "TPU requests run through fray_tpu gangs"
+        )
+    return _scheduling(resources, disk)
 
 
-def environment_runtime_env(environment: EnvironmentConfig | None) -> dict[str, Any]:
+def environment_runtime_env(
+    environment: EnvironmentConfig | None, env_vars: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``pip_packages``, ``workspace`` and ``docker_image`` as Ray's ``pip``,
     ``working_dir`` and ``image_uri``: one mapping for every Fray job on Ray (tasks, command
-    jobs and fray-tpu's gangs; env vars are each caller's, set its own way). What Ray cannot
+    jobs and fray-tpu's gangs), with ``env_vars`` (already merged) as Ray's ``env_vars``
+    where a caller sets them so (each caller sets env vars its own way). What Ray cannot
     honour (``extras``) is refused before this, by :data:`RAY`."""
-    env: dict[str, Any] = {}
+    env: dict[str, Any] = {"env_vars": dict(env_vars)} if env_vars else {}
     if environment is None:
         return env
     if environment.pip_packages:
@@ -236,9 +208,5 @@ def environment_runtime_env(environment: EnvironmentConfig | None) -> dict[str, 
     return env
 
 
-def runtime_env(environment: EnvironmentConfig | None, env_vars: dict[str, str]) -> dict[str, Any]:
-    """Ray's runtime_env for an :class:`~fray.EnvironmentConfig` (env vars already merged)."""
-    env = environment_runtime_env(environment)
-    if env_vars:
-        env["env_vars"] = dict(env_vars)
-    return env
+runtime_env = environment_runtime_env
+"""The name ``fray_ray._client`` imports (the same function)."""
