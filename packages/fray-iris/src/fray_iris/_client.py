@@ -167,7 +167,7 @@ class IrisClient(BaseClient):
         self.results_url = self.results.url if self.results is not None else None
         self._to_stop: list[IrisActorGroup] = []  # groups shut down with the client
         self._found: dict[str, JobRecord] = {}  # jobs found by id (not stopped by shutdown)
-        self._watched: dict[int, JobRecord] = {}
+        self._watched: set[JobRecord] = set()
         self._watcher: threading.Thread | None = None  # runs while jobs are watched
         self._added = threading.Event()  # set when a job is watched: the watcher looks soon
 
@@ -287,10 +287,10 @@ class IrisClient(BaseClient):
                     return
             tasks = line.tasks(self.iris, wire)
         job.data.tasks = tasks  # before it ends: its lines are whole as they say
-        request = job.request
-        if view.state == "unschedulable" and request and request.scheduling_timeout is not None:
+        if view.state == "unschedulable":  # past its scheduling_timeout (Iris has no other)
             job.observe(observed(view, tasks))  # it ends as the engine ends an unplaced attempt
-            job.settle(Outcome.unplaced(job.data.pending_reason or convert.pending_reason(view)))
+            reason = job.data.pending_reason or convert.pending_reason(view) or view.error
+            job.settle(Outcome.unplaced(reason))
             return
         status = job_status(view.state)
         cause = None
@@ -304,10 +304,6 @@ class IrisClient(BaseClient):
         for record in self._stored(job):
             if record is not None and record[0] == "error":
                 return record[1].cause, record[1].error
-        if view.state == "unschedulable":
-            reason = job.data.pending_reason or convert.pending_reason(view)
-            why = view.error or "Iris cannot place the job"
-            return None, f"{why}; {reason}" if reason else why
         timeout = job.request.timeout if job.request is not None else None
         if view.error == _IRIS_TIMEOUT and timeout is not None:
             exc = TimeoutError(f"attempt {max(view.failures, 1)} ran longer than {timeout=:g}s")
@@ -343,7 +339,7 @@ class IrisClient(BaseClient):
     def _watch(self, job: JobRecord) -> None:
         """Watches ``job`` until it has ended (the watcher starts if need be, and looks soon)."""
         with self._lock:
-            self._watched[id(job)] = job
+            self._watched.add(job)
             if self._watcher is None:
                 self._watcher = threading.Thread(
                     target=self._watch_jobs, name="fray-iris-watch", daemon=True
@@ -363,8 +359,8 @@ class IrisClient(BaseClient):
                 self._added.clear()
                 delay = POLL_FIRST_S
             with self._lock:
-                self._watched = {k: j for k, j in self._watched.items() if not j.is_done}
-                jobs = list(self._watched.values())
+                self._watched = {job for job in self._watched if not job.is_done}
+                jobs = list(self._watched)
                 if not jobs:
                     self._watcher = None
                     return
@@ -402,9 +398,8 @@ class IrisClient(BaseClient):
             if not job.is_done:  # an ended job's record has what Iris said at its end
                 view = line.status(self.iris, data.wire)
                 job.observe(observed(view, line.tasks(self.iris, data.wire)))
-            below = sorted(line.jobs(self.iris, wire + "/"), key=lambda v: v.submitted_at or 0)
-        children = tuple(fray_job_id(v.job_id) for v in below if v.parent == wire)
-        return job.info(children=children, pending_reason=self._pending_reason(job))
+            children = _children(line.jobs(self.iris, wire + "/"))
+        return job.info(children=tuple(children[wire]), pending_reason=self._pending_reason(job))
 
     def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
         """The job's lines from Iris (children's prefixed with their ids, where asked); an
@@ -424,7 +419,7 @@ class IrisClient(BaseClient):
             if tail:
                 texts = [text for _key, text in lines][-tail:]
             else:
-                texts = (data.family if include_children else data.own).merge(lines)
+                texts = data.merge(lines, include_children)
             if not ended or data.settled(job):
                 return texts
             window = None  # a task's marker may lie before the last lines: look at all
@@ -462,12 +457,8 @@ class IrisClient(BaseClient):
         """Every job of this client's user on the cluster, oldest first."""
         with self._asking("list jobs"):
             views = line.jobs(self.iris, f"/{self.user}/")
-        views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
-        children: dict[str, list[str]] = collections.defaultdict(list)
-        for view in views:
-            if view.parent:
-                children[view.parent].append(fray_job_id(view.job_id))
-        return [convert.job_info(v, tuple(children.get(v.job_id, ()))) for v in views]
+        children = _children(views)
+        return [convert.job_info(v, tuple(children[v.job_id])) for v in views]
 
     def _create_actor_group(
         self,
@@ -554,3 +545,14 @@ class IrisClient(BaseClient):
             self._raw = None  # the next use opens a fresh one
             with contextlib.suppress(Exception):  # closing is best effort
                 raw.shutdown()
+
+
+def _children(views: list[JobView]) -> collections.defaultdict[str, list[str]]:
+    """Sorts ``views`` oldest first; returns the Fray ids of each job's children among them,
+    in that order, by the job's wire id."""
+    views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
+    children: collections.defaultdict[str, list[str]] = collections.defaultdict(list)
+    for view in views:
+        if view.parent:
+            children[view.parent].append(fray_job_id(view.job_id))
+    return children

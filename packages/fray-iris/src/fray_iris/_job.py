@@ -37,30 +37,6 @@ class Output(enum.Enum):
 
 
 @dataclasses.dataclass(slots=True)
-class SeenLines:
-    """One view of a job's lines (its own, or with its descendants') in the order first
-    seen: Iris returns every line so far on each fetch, and a child's late line is added.
-
-    Attributes:
-        lines: The lines.
-        seen: How often each line's key was seen.
-    """
-
-    lines: list[str] = dataclasses.field(default_factory=list)
-    seen: collections.Counter[Any] = dataclasses.field(default_factory=collections.Counter)
-
-    def merge(self, entries: list[tuple[Any, str]]) -> list[str]:
-        """Adds the lines of a fresh fetch not seen before; returns every line seen."""
-        fresh: collections.Counter[Any] = collections.Counter()
-        for key, text in entries:
-            fresh[key] += 1
-            if fresh[key] > self.seen[key]:
-                self.seen[key] += 1
-                self.lines.append(text)
-        return self.lines
-
-
-@dataclasses.dataclass(slots=True)
 class IrisJob:
     """A record's ``data`` for its whole life: what to submit, then what Iris said of the job.
 
@@ -70,8 +46,9 @@ class IrisJob:
         wire: The Iris job id, once Iris has the job (``None`` before).
         pending_reason: Iris's last reason for not placing the job.
         pending_at: When that reason was asked for (monotonic seconds).
-        own: Its lines.
-        family: Its lines and its descendants'.
+        own: Its lines, in the order first seen, by (key, how often a fetch had that key):
+            Iris returns every line so far on each fetch, and a late line is added.
+        family: Its lines and its descendants', the same way.
         tasks: Its tasks as Iris reported them when the job ended.
         ends: ``(task index, attempt, stream)`` of each end-of-output marker seen.
         output: Whether its lines are whole.
@@ -82,8 +59,8 @@ class IrisJob:
     wire: JobName | None = None
     pending_reason: str | None = None
     pending_at: float = 0.0
-    own: SeenLines = dataclasses.field(default_factory=SeenLines)
-    family: SeenLines = dataclasses.field(default_factory=SeenLines)
+    own: dict[tuple[Any, int], str] = dataclasses.field(default_factory=dict)
+    family: dict[tuple[Any, int], str] = dataclasses.field(default_factory=dict)
     tasks: list[TaskView] = dataclasses.field(default_factory=list)
     ends: set[tuple[int, int, str]] = dataclasses.field(default_factory=set)
     output: Output = Output.OPEN
@@ -112,6 +89,16 @@ class IrisJob:
             elif children:
                 out.append((entry, f"[{fray_job_id(owner)}] {text}"))
         return out
+
+    def merge(self, lines: list[tuple[Any, str]], children: bool) -> list[str]:
+        """Adds the lines of a fresh fetch (from :meth:`take`) not seen before to its own
+        (``children``: to its family's); returns every line seen."""
+        seen = self.family if children else self.own
+        count: collections.Counter[Any] = collections.Counter()
+        for key, text in lines:
+            count[key] += 1
+            seen.setdefault((key, count[key]), text)
+        return list(seen.values())
 
     def settled(self, job: JobRecord) -> bool:
         """Whether the ended job's lines are whole: each task's last attempt has shown the
