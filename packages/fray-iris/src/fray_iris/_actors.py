@@ -23,18 +23,15 @@ from iris.rpc.actor_connect import ActorServiceClientSync
 from pyqwest import SyncClient, SyncHTTPTransport
 
 from fray import ActorConfig, JobStatus
-from fray.backend import ActorMember, BaseActorGroup
+from fray.backend import ActorMember, BaseActorGroup, Outcome
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
 from fray_iris._convert import line, never_sent, translate_errors
 from fray_iris._views import FINISHED, TASK_FINISHED
 
-LOOK_FIRST_S = 0.05  # the first pause between two looks at a group that is starting
-LOOK_MAX_S = 0.5  # the pause grows by half each look, to this (within one poll of a change)
 RESOLVE_WAIT_S = 300.0  # how long a call waits for a restarting actor's endpoint to come back
 UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
 RETRY_FIRST_S = 0.05  # the first pause between two tries of a call; it doubles each try
 RETRY_MAX_S = 1.0
-_GONE = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
 End = tuple[JobStatus, BaseException | None]
 
 
@@ -71,7 +68,6 @@ class IrisActorGroup(BaseActorGroup):
         self._owner = client
         self._wire = wire
         self._records = records
-        self._delay = LOOK_FIRST_S
 
     def discover_new(self, target: int | None = None) -> list[Any]:
         """Ready actors not returned before; with ``target``, up to that many in all."""
@@ -93,14 +89,10 @@ class IrisActorGroup(BaseActorGroup):
         self.job.terminate()
 
     def _refresh(self, timeout: float) -> None:
-        """Learns each member's state in two controller calls (waiting first, with
-        ``timeout``: a pause that grows from 50 ms to 0.5 s)."""
-        if timeout > 0:
-            time.sleep(min(self._delay, timeout))
-            self._delay = min(self._delay * 1.5, LOOK_MAX_S)
-        else:
-            self._delay = LOOK_FIRST_S
-        live = [m for m in self._members if m.status not in _GONE]
+        """Learns each member's state in two controller calls, after a pause of ``timeout``
+        (the engine's step between two looks, at most 0.25 s)."""
+        time.sleep(timeout)
+        live = [m for m in self._members if not m.status.is_finished]
         if self._stopped or not live:
             return
         raw = self._owner.iris
@@ -113,8 +105,7 @@ class IrisActorGroup(BaseActorGroup):
         ready = {n[len(prefix) :] for n in names} - finished
         ended = None
         # The client's watcher follows the job: its record says whether it ended.
-        record = self.job._job
-        if record.is_done and any(str(m.index) not in ready for m in live):
+        if self.job._job.is_done and any(str(m.index) not in ready for m in live):
             info = self.job.info()  # not stopped by this group: its actors died
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
@@ -172,15 +163,11 @@ class IrisActorMethod:
         """Starts the call; calls from one handle run in the order they were made."""
         return self._handle._enqueue(self._method, args, kwargs)
 
-    def submit(self, *args: Any, **kwargs: Any) -> IrisActorFuture:
-        """A long-running call: on Iris the same as :meth:`remote` (one RPC)."""
-        return self.remote(*args, **kwargs)
+    submit = remote  # a long-running call: on Iris the same (one RPC)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits."""
-        with self._handle._lock:
-            busy = self._handle._pending > 0
-        if busy:  # keep the order of calls made through this handle
+        if self._handle._pending:  # keep the order of calls made through this handle
             return self.remote(*args, **kwargs).result()
         return self._handle._call(self._method, args, kwargs)
 
@@ -214,18 +201,22 @@ class Patience:
         self.missing_since = self.unreachable_since = None
         return True
 
-    def waited_too_long(self, err: ConnectError | None) -> bool:
-        """Whether the actor has been missing (no ``err``: its endpoint is not registered)
-        or unreachable (``err``) for longer than that deadline allows."""
+    def wait(self, name: str, err: ConnectError | None) -> None:
+        """Pauses before the next try (a backoff, not a wait for an event), or raises once
+        the actor has been missing (no ``err``: its endpoint is not registered) or
+        unreachable (``err``) for longer than that deadline allows."""
         now = time.monotonic()
         if err is None:
             self.missing_since = self.missing_since or now
-            return now - self.missing_since > RESOLVE_WAIT_S
-        self.unreachable_since = self.unreachable_since or now
-        return now - self.unreachable_since > UNREACHABLE_WAIT_S
-
-    def wait(self) -> None:
-        """Pauses before the next try (a backoff, not a wait for an event)."""
+            if now - self.missing_since > RESOLVE_WAIT_S:
+                why = f"its endpoint did not come back within {RESOLVE_WAIT_S}s"
+                raise ActorDiedError(f"actor {name} is gone: {why}")
+        else:
+            self.unreachable_since = self.unreachable_since or now
+            if now - self.unreachable_since > UNREACHABLE_WAIT_S:
+                # Restarting, or not yet listening on a loaded machine, for too long.
+                why = f"could not be reached for {UNREACHABLE_WAIT_S}s: {err}"
+                raise ActorError(f"actor {name} {why}") from err
         time.sleep(self.pause)
         self.pause = min(self.pause * 2, RETRY_MAX_S)
 
@@ -300,16 +291,13 @@ class IrisActorHandle:
 
     def _run_queued(self, future: IrisActorFuture, method: str, *call: Any) -> None:
         """Runs a queued call and settles its future."""
-        try:
-            value, error = self._call(method, *call), None
-        except BaseException as exc:
-            value, error = None, exc
+        outcome = Outcome.of_call(self._call, method, *call)
         with self._lock:
             self._pending -= 1  # first: a blocking call made once this one is done goes direct
-        if error is not None:
-            future.set_exception(error)
+        if outcome.kind == "succeeded":
+            future.set_result(outcome.value)
         else:
-            future.set_result(value)
+            future.set_exception(outcome.cause)
 
     def _connection(self) -> Any:
         """The Iris client to ask: the group's, the current job's, else one of its own."""
@@ -324,10 +312,6 @@ class IrisActorHandle:
             if self._raw is None:
                 self._raw = RawIrisClient.remote(self._controller)
             return self._raw
-
-    def _died(self, why: str) -> ActorDiedError:
-        """The error for a call to an actor that is gone for good, saying why."""
-        return ActorDiedError(f"actor {self.name} is gone: {why}")
 
     def _gone(self) -> str | None:
         """Why the actor is gone for good (its job or its task finished), or ``None``."""
@@ -357,7 +341,7 @@ class IrisActorHandle:
     def _send(self, request: Any) -> tuple[Any, ConnectError | None]:
         """One try: the response, or ``None`` and why (``None``: no endpoint yet)."""
         if self._group is not None and self._group._stopped:  # shut down: refused at once
-            raise self._died("its group was shut down")
+            raise ActorDiedError(f"actor {self.name} is gone: its group was shut down")
         try:
             rpc = self._client()
             return (rpc.call(request) if rpc is not None else None), None
@@ -384,30 +368,23 @@ class IrisActorHandle:
             # Not registered, unreachable or interrupted: it restarts, or is gone for good.
             gone = self._gone()
             if gone is not None:
-                raise self._died(gone) from err
-            if err is not None and not never_sent(err):  # the actor may have run the call
-                if not patience.resend():  # its task lives: it restarts, the outcome is lost
-                    raise ActorUnavailableError(
-                        f"actor {self.name}: {method} was interrupted ({err.code.value}: "
-                        f"{err.message}); the actor may have died mid-call, and a call is "
-                        "sent again only with ActorConfig(max_task_retries=N)"
-                    ) from err
-                continue  # resolves the actor again: waits for it to restart
-            if patience.waited_too_long(err):
-                if err is None:
-                    raise self._died(f"its endpoint did not come back within {RESOLVE_WAIT_S}s")
-                # Restarting, or not yet listening on a loaded machine, for too long.
-                why = f"could not be reached for {UNREACHABLE_WAIT_S}s: {err}"
-                raise ActorError(f"actor {self.name} {why}") from err
-            patience.wait()
+                raise ActorDiedError(f"actor {self.name} is gone: {gone}") from err
+            if err is None or never_sent(err):
+                patience.wait(self.name, err)
+            # The actor may have run the call; its task lives: it restarts, the outcome is
+            # lost. Sent again, it resolves the actor again: waits for it to restart.
+            elif not patience.resend():
+                raise ActorUnavailableError(
+                    f"actor {self.name}: {method} was interrupted ({err.code.value}: "
+                    f"{err.message}); the actor may have died mid-call, and a call is "
+                    "sent again only with ActorConfig(max_task_retries=N)"
+                ) from err
 
     def _answer(self, response: Any) -> Any:
         """The call's value, or its error raised (the method's own exception where it pickled)."""
         if not response.HasField("error"):
             return cloudpickle.loads(response.serialized_value)
         error = response.error
-        if error.error_type in line.ACTOR_NOT_FOUND:
-            raise ActorError(f"actor {self.name}: {error.message}")
         if error.serialized_exception:
             raise cloudpickle.loads(error.serialized_exception)
         raise ActorError(f"actor {self.name}: {error.error_type}: {error.message}")

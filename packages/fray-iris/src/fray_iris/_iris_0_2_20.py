@@ -6,6 +6,7 @@ group's members), and its ``_address`` (the controller of a wrapped client; also
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from iris.client import IrisClient
@@ -21,7 +22,6 @@ NEWER = "marin-iris 0.2.227 (Python >= 3.12)"
 FAILURE_BUDGET = False  # submit() has no job-wide max_task_failures
 CONTAINER_PROFILES: dict[str, int] = {}
 CLUSTER_KEY: str | None = None  # no worker attribute names the cluster
-ACTOR_NOT_FOUND = frozenset({"NotFound"})  # the actor server's error_type for an unknown name
 ANYWHERE = None  # no ANY region on this line (its region constraints take EQ and IN only)
 STATES_PER_CALL = 1000  # job ids per state call: a request of 10,000 ids is one 10,000-row query
 
@@ -57,10 +57,19 @@ def _seconds(ts: Any) -> float | None:
 
 def _view(p: job_pb2.JobStatus) -> JobView:
     """The neutral view of a ``job_pb2.JobStatus``."""
-    counts = (p.exit_code, p.failure_count, p.preemption_count)
-    times = (_seconds(p.submitted_at), _seconds(p.started_at), _seconds(p.finished_at))
-    rest = (p.pending_reason, p.task_count)
-    return JobView(p.job_id, state_name(p.state), iris_error(p.error), *counts, *times, *rest)
+    return job_view(p, p.job_id, state_name(p.state), p.error, _seconds)
+
+
+def job_view(
+    s: Any, job_id: str, state: str, error: str, seconds: Callable[[Any], float | None]
+) -> JobView:
+    """The neutral view of either line's ``JobStatus``, given what differs between them: its
+    wire id, state name and error, and how to read a timestamp in ``seconds``."""
+    times = (seconds(s.submitted_at), seconds(s.started_at), seconds(s.finished_at))
+    counts = (s.exit_code, s.failure_count, s.preemption_count)
+    return JobView(
+        job_id, state, iris_error(error), *counts, *times, s.pending_reason, s.task_count
+    )
 
 
 def states(raw: IrisClient, wires: list[JobName]) -> dict[str, str]:
@@ -83,11 +92,17 @@ def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
     found: list[TaskView] = []
     for t in raw.list_tasks(wire):
         state = job_pb2.TaskState.Name(t.state).removeprefix("TASK_STATE_").lower()
-        started = state not in ("pending", "unspecified")
-        attempts = max(len(t.attempts), t.current_attempt_id + 1 if started else 0)
         index = int(t.task_id.rstrip("/").rsplit("/", 1)[-1])
-        found.append(TaskView(index, state, attempts, t.exit_code, iris_error(t.error)))
+        found.append(task_view(t, index, state, t.current_attempt_id, t.error))
     return found
+
+
+def task_view(t: Any, index: int, state: str, current_attempt: int, error: str) -> TaskView:
+    """The neutral view of either line's task, given what differs between them: its index,
+    state name, current attempt and error."""
+    started = state not in ("pending", "unspecified")
+    attempts = max(len(t.attempts), current_attempt + 1 if started else 0)
+    return TaskView(index, state, attempts, t.exit_code, iris_error(error))
 
 
 def jobs(raw: IrisClient, prefix: str) -> list[JobView]:

@@ -1,7 +1,8 @@
 # pyright: standard, reportMissingImports=false, reportAttributeAccessIssue=false, reportCallIssue=false
 # (pyright runs in the Python 3.11 environment, where marin-iris is 0.2.20.)
 """The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today) through its
-public ``IrisClient`` and ``Job``; ``states`` and ``controller_address`` are 0.2.20's."""
+public ``IrisClient`` and ``Job``; ``states``, ``controller_address`` and the builders of
+the neutral views (``job_view``, ``task_view``, ``log_lines``) are 0.2.20's."""
 
 from __future__ import annotations
 
@@ -15,15 +16,14 @@ from iris.rpc import job_pb2
 from rigging.secrets import SecretBehavior
 
 from fray_iris._iris_0_2_20 import controller_address as controller_address
-from fray_iris._iris_0_2_20 import log_lines
+from fray_iris._iris_0_2_20 import job_view, log_lines, task_view
+from fray_iris._iris_0_2_20 import state_name as state_number_name
 from fray_iris._iris_0_2_20 import states as states
-from fray_iris._views import JobView, LogLine, TaskView, iris_error
+from fray_iris._views import JobView, LogLine, TaskView
 
 FAILURE_BUDGET = True  # submit(max_task_failures=): failed attempts of the whole job
 CONTAINER_PROFILES: dict[str, int] = dict(job_pb2.ContainerProfile.items())
 CLUSTER_KEY: str | None = CLUSTER_CONSTRAINT_KEY
-# The actor server's error_type for an unknown method or actor (not "unavailable": not yet).
-ACTOR_NOT_FOUND = frozenset({"not_found"})
 ANYWHERE = any_region_constraint()  # any region, not the parent job's
 gpu_gang_level = gpu_gang_coscheduling_level  # NVLink racks for GB200/GB300, else leaf group
 
@@ -46,9 +46,7 @@ def environment(
 
 def state_name(state: Any) -> str:
     """Of a ``JobState`` or a ``job_pb2.JobState`` number."""
-    if isinstance(state, int):
-        return job_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()
-    return str(state.value)
+    return state_number_name(state) if isinstance(state, int) else str(state.value)
 
 
 def _seconds(ts: Any) -> float | None:
@@ -58,12 +56,7 @@ def _seconds(ts: Any) -> float | None:
 
 def _view(s: Any) -> JobView:
     """The neutral view of a 0.2.227 ``JobStatus``."""
-    counts = (s.exit_code, s.failure_count, s.preemption_count)
-    times = (_seconds(s.submitted_at), _seconds(s.started_at), _seconds(s.finished_at))
-    rest = (s.pending_reason, s.task_count)
-    return JobView(
-        s.job_id.to_wire(), s.state.value, iris_error(s.error_message), *counts, *times, *rest
-    )
+    return job_view(s, s.job_id.to_wire(), s.state.value, s.error_message, _seconds)
 
 
 def status(raw: IrisClient, wire: JobName) -> JobView:
@@ -73,17 +66,10 @@ def status(raw: IrisClient, wire: JobName) -> JobView:
 
 def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
     """The job's tasks: state, attempts started, exit code and error of each."""
-    found: list[TaskView] = []
-    for t in raw.list_tasks(wire):
-        state = t.state.value
-        started = state not in ("pending", "unspecified")
-        attempts = max(len(t.attempts), t.current_attempt_number + 1 if started else 0)
-        found.append(
-            TaskView(
-                t.task_id.task_index, state, attempts, t.exit_code, iris_error(t.error_message)
-            )
-        )
-    return found
+    return [
+        task_view(t, t.task_id.task_index, t.state.value, t.current_attempt_number, t.error_message)
+        for t in raw.list_tasks(wire)
+    ]
 
 
 def jobs(raw: IrisClient, prefix: str) -> list[JobView]:
