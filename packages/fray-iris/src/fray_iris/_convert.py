@@ -42,10 +42,10 @@ from fray_iris._task import run_callable
 from fray_iris._views import JobView, fray_job_id
 
 IRIS_VERSION = importlib.metadata.version("marin-iris")
-if tuple(int(n) for n in IRIS_VERSION.split(".")[:3] if n.isdigit()) >= (0, 2, 21):
-    from fray_iris import _iris_0_2_227 as line
-else:
+if IRIS_VERSION.startswith("0.2.20."):  # fray-iris pins one release of each line
     from fray_iris import _iris_0_2_20 as line
+else:
+    from fray_iris import _iris_0_2_227 as line
 
 
 IRIS = capabilities_of("iris")  # what Iris refuses in a request
@@ -62,8 +62,7 @@ PRIORITY_BANDS = {
 def job_status(iris_state: Any) -> JobStatus:
     """Fray's status for an Iris state (its name, number or 0.2.227 ``JobState``), or PENDING.
     The parameter keeps the name of the predecessor's ``map_iris_job_state``, which this is."""
-    state = iris_state
-    name = state if isinstance(state, str) else line.state_name(state)
+    name = iris_state if isinstance(iris_state, str) else line.state_name(iris_state)
     return _STATES.get(name.lower(), JobStatus.PENDING)
 
 
@@ -294,12 +293,12 @@ def never_sent(err: ConnectError) -> bool:
     cause = err.__cause__
     if type(cause) is ConnectionError or isinstance(cause, ConnectionRefusedError):
         return True  # what the HTTP client raises when it cannot connect
-    return "tcp connect error" in (err.message or "")
+    return "tcp connect error" in err.message
 
 
 def unreachable_reason(err: ConnectError, timeout_s: float = 5.0) -> str:
     """A few words for why a connection failed, from Connect's long error text."""
-    text = err.message or ""
+    text = err.message
     lowered = text.lower()
     if err.code == Code.DEADLINE_EXCEEDED:
         return f"no answer within {timeout_s:g} s"
@@ -340,7 +339,7 @@ def translate_errors(
         raise
     except ConnectError as err:
         code = err.code
-        text = f"{what}: Iris said {code.name if code else 'UNKNOWN'}: {err.message}"
+        text = f"{what}: Iris said {code.name}: {err.message}"
         if code == Code.NOT_FOUND and job_id is not None:
             raise JobNotFoundError(
                 job_id, f"no Iris job with id {job_id!r} ({err.message})"
@@ -348,7 +347,7 @@ def translate_errors(
         if code == Code.ALREADY_EXISTS:
             raise JobAlreadyExistsError(job_id or what) from err
         if code in _INVALID:
-            if "client is too old" in (err.message or ""):
+            if "client is too old" in err.message:
                 text += (
                     f" (fray-iris runs marin-iris {IRIS_VERSION}: install the marin-iris "
                     "release this controller runs, or a newer one, and submit again; on Python "

@@ -55,14 +55,25 @@ class ServedActor:
         record: Stores how the actor ended, for the group to read.
         may_restart: Whether a ``fail()`` restarts it (restarts are left) or ends it.
         max_concurrency: How many calls may run at once.
+        handle: Its handle, as its context gives it to its code.
+        index: Its index in its group.
+        group: Its group's name.
     """
 
     def __init__(
-        self, name: str, record: Callable[[Outcome], None], may_restart: bool, max_concurrency: int
+        self,
+        name: str,
+        record: Callable[[Outcome], None],
+        may_restart: bool,
+        max_concurrency: int,
+        handle: IrisActorHandle,
+        index: int,
+        group: str,
     ) -> None:
         self.name = name
         self.state = HostState.STARTING
-        self.context: ActorContext | None = None  # set once it is built
+        self.shutdown = ShutdownEvent(self.end, name)
+        self.context = ActorContext(handle, index, group, self.shutdown)
         self._record = record
         self._may_restart = may_restart
         self._gate = threading.Semaphore(max_concurrency)
@@ -76,8 +87,7 @@ class ServedActor:
         with self._lock:
             self._withdraw = withdraw
             self.state = HostState.SERVING
-        assert self.context is not None and self.context.shutdown_event is not None
-        if self.context.shutdown_event.is_set():
+        if self.shutdown.is_set():
             self.end()  # the constructor asked, before there was anything to end
         self._exited.wait()
 
@@ -103,7 +113,7 @@ class ServedActor:
         when its shutdown event is set while it serves."""
         if self.state is not HostState.SERVING:  # it ends once it serves, or has ended
             return
-        failure = self.context.failure if self.context is not None else None
+        failure = self.context.failure
         if failure is None:
             self._finish(HostState.EXITED, None)
         elif self._may_restart:
@@ -179,11 +189,12 @@ def host_actor(
         end_output()
         return
 
-    actor = ServedActor(name, record, restart_allowed(ran, restarts), config.max_concurrency)
     retries = config.max_task_retries or 0
     handle = IrisActorHandle(endpoint, job_wire, info.controller_address, retries)
-    shutdown = ShutdownEvent(actor.end, name)
-    actor.context = ActorContext(handle, index, group_name, shutdown)
+    may_restart = restart_allowed(ran, restarts)
+    actor = ServedActor(
+        name, record, may_restart, config.max_concurrency, handle, index, group_name
+    )
     with binding(actor=actor.context):
         built = Outcome.of_call(actor_class, *args, **kwargs)
     if built.kind != "succeeded":
