@@ -191,10 +191,11 @@ class IrisClient(BaseClient):
         """The client's controller and how many jobs it holds."""
         return f"IrisClient({self.address!r}, jobs={len(self._jobs)})"
 
-    def _asking(self, action: str, job: JobRecord | str | None = None) -> Any:
-        """A context that turns Iris's errors while doing ``action`` into Fray's."""
-        job_id = job.job_id if isinstance(job, JobRecord) else job
-        return translate_errors(action, job_id=job_id, address=self.address)
+    def _asking(self, action: str, job_id: str | None = None) -> Any:
+        """A context that turns Iris's errors while doing ``action`` (to the job ``job_id``)
+        into Fray's."""
+        what = f"{action} {job_id}" if job_id else action
+        return translate_errors(what, job_id=job_id, address=self.address)
 
     def _prepare(self, request: JobRequest) -> Any:
         """Checks the request against Iris and builds what to submit, once: the record's
@@ -224,7 +225,7 @@ class IrisClient(BaseClient):
         if adopt_existing:  # a running job of the same name is this job
             kwargs = {**kwargs, "existing_job_policy": job_pb2.EXISTING_JOB_POLICY_KEEP}
         try:
-            with self._asking(f"submit {job.name}", job):
+            with self._asking("submit", job.job_id):
                 submitted = self.iris.submit(data.entrypoint, job.name, **kwargs)
         except FrayError as err:
             with self._lock:
@@ -256,7 +257,7 @@ class IrisClient(BaseClient):
         if job.is_done:
             return None
         wire = job.data.iris_id
-        with self._asking(f"status of {job.job_id}", job):
+        with self._asking("status of", job.job_id):
             state = line.states(self.iris, [wire]).get(wire.to_wire())
         if state is None:
             raise JobNotFoundError(job.job_id)
@@ -277,7 +278,7 @@ class IrisClient(BaseClient):
     def _finish(self, job: JobRecord) -> None:
         """Records the end Iris reports; a job stopped here ends once its children have."""
         wire = job.data.iris_id
-        with self._asking(f"status of {job.job_id}", job):
+        with self._asking("status of", job.job_id):
             view = line.status(self.iris, wire)
             if view.state not in FINISHED:
                 return
@@ -323,7 +324,7 @@ class IrisClient(BaseClient):
         if data.wire is None or job.status is not JobStatus.PENDING:
             return None
         if time.monotonic() - data.pending_at >= PENDING_REASON_EVERY_S:  # one call a second
-            with self._asking(f"status of {job.job_id}", job):
+            with self._asking("status of", job.job_id):
                 view = line.status(self.iris, data.wire)
             data.pending_at = time.monotonic()
             data.pending_reason = convert.pending_reason(view) or data.pending_reason
@@ -331,7 +332,7 @@ class IrisClient(BaseClient):
 
     def _cancel_attempt(self, job: JobRecord) -> float:
         """Asks Iris to stop the job; it is recorded STOPPED once Iris says it ended."""
-        with self._asking(f"terminate {job.job_id}", job):
+        with self._asking("terminate", job.job_id):
             line.terminate(self.iris, job.data.iris_id)
         self._watch(job)
         return STOP_GRACE_S
@@ -394,12 +395,13 @@ class IrisClient(BaseClient):
         if data.wire is None:
             return super()._info(job)
         wire = data.wire.to_wire()
-        with self._asking(f"info of {job.job_id}", job):
+        with self._asking("info of", job.job_id):
             if not job.is_done:  # an ended job's record has what Iris said at its end
                 view = line.status(self.iris, data.wire)
                 job.observe(observed(view, line.tasks(self.iris, data.wire)))
-            children = _children(line.jobs(self.iris, wire + "/"))
-        return job.info(children=tuple(children[wire]), pending_reason=self._pending_reason(job))
+            below = sorted(line.jobs(self.iris, wire + "/"), key=lambda v: v.submitted_at or 0)
+        children = tuple(fray_job_id(v.job_id) for v in below if v.parent == wire)
+        return job.info(children=children, pending_reason=self._pending_reason(job))
 
     def _lines(self, job: JobRecord, include_children: bool, tail: int | None) -> list[str]:
         """The job's lines from Iris (children's prefixed with their ids, where asked); an
@@ -411,7 +413,7 @@ class IrisClient(BaseClient):
         while True:
             ended = job.is_done  # before the look: what it sees came after the end
             asked = window + 2 * job.replicas if window else 0  # room for the end markers
-            with self._asking(f"logs of {job.job_id}", job):
+            with self._asking("logs of", job.job_id):
                 entries = line.logs(self.iris, data.wire, max_lines=asked, tail=bool(window))
                 lines = data.take(job, entries, include_children)
                 if window and len(lines) < window and len(entries) == asked:  # children's lines
@@ -438,7 +440,7 @@ class IrisClient(BaseClient):
             wire = JobName.from_wire(job_id if job_id.startswith("/") else f"/{self.user}/{job_id}")
         except ValueError:
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
-        with self._asking(f"status of {job_id}", job_id):
+        with self._asking("status of", job_id):
             view = line.status(self.iris, wire)
         fray_id = fray_job_id(view.job_id)
         parent = fray_job_id(view.parent) if view.parent else None
@@ -448,17 +450,19 @@ class IrisClient(BaseClient):
         job.begin()
         with self._lock:
             job = self._found.setdefault(fray_id, job)
-        self._apply(job, view.state)
-        if not job.is_done:
-            self._watch(job)
+        self._watch(job)  # the watcher, or a reader first, moves it on to Iris's state
         return IrisJobHandle(job)
 
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this client's user on the cluster, oldest first."""
         with self._asking("list jobs"):
             views = line.jobs(self.iris, f"/{self.user}/")
-        children = _children(views)
-        return [convert.job_info(v, tuple(children[v.job_id])) for v in views]
+        views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
+        children: dict[str, list[str]] = collections.defaultdict(list)
+        for view in views:
+            if view.parent:
+                children[view.parent].append(fray_job_id(view.job_id))
+        return [convert.job_info(v, tuple(children.get(v.job_id, ()))) for v in views]
 
     def _create_actor_group(
         self,
@@ -545,14 +549,3 @@ class IrisClient(BaseClient):
             self._raw = None  # the next use opens a fresh one
             with contextlib.suppress(Exception):  # closing is best effort
                 raw.shutdown()
-
-
-def _children(views: list[JobView]) -> collections.defaultdict[str, list[str]]:
-    """Sorts ``views`` oldest first; returns the Fray ids of each job's children among them,
-    in that order, by the job's wire id."""
-    views.sort(key=lambda v: (v.submitted_at or 0, v.job_id))
-    children: collections.defaultdict[str, list[str]] = collections.defaultdict(list)
-    for view in views:
-        if view.parent:
-            children[view.parent].append(fray_job_id(view.job_id))
-    return children
