@@ -29,11 +29,10 @@ from fray_ray._placement import cluster_says
 from fray_ray._registry import RegistryLink
 from fray_ray.errors import first_line, user_cause
 
-__all__ = ["RayActorFuture", "RayActorGroup", "RayActorHandle", "placed_key", "start_members"]
-
 logger = logging.getLogger("fray.ray")
 
-_CALL_METHOD = "fray_dunder_call"  # fray_ray._host.CALL_METHOD (that module imports this one)
+CALL_METHOD = "fray_dunder_call"
+"""The Ray method behind a handle's ``__call__`` (Ray does not forward dunder methods)."""
 _KILL_WAIT_S = 10.0  # how long kill_actors waits for the killed actors' names to be free
 
 
@@ -91,24 +90,24 @@ def cause_line(exc: BaseException) -> str | None:
     return found[:500] if found is not None else None
 
 
-def placed_key(namespace: str, name: str) -> str:
-    """The registry key under which an actor says it was placed."""
-    return f"actor:{namespace}/{name}"
+def placed_key(namespace: str, group: str) -> str:
+    """The registry key under which a group's actors say they were placed (by index)."""
+    return f"actor:{namespace}/{group}"
 
 
-def _connected(what: str) -> None:
-    """Raises ``ActorDiedError`` once this process is no longer connected to Ray: asking
-    Ray then would start a new local Ray instead."""
+def _connected(name: str) -> None:
+    """Raises ``ActorDiedError`` for actor ``name`` once this process is no longer
+    connected to Ray: asking Ray then would start a new local Ray instead."""
     import ray
 
     if not ray.is_initialized():
-        raise ActorDiedError(f"{what}: this process is no longer connected to Ray (shut down)")
+        raise ActorDiedError(f"actor {name}: this process is no longer connected to Ray")
 
 
 def _raise_call_error(exc: Exception, name: str) -> NoReturn:
     """Raises what a failed call's ``ray.get`` error means: the method's own exception, or
     Fray's for a dead, restarting or unreachable actor."""
-    _connected(f"actor {name}")
+    _connected(name)
     translated = actor_error(exc, f"actor {name}")
     if translated is exc:
         raise exc
@@ -132,7 +131,7 @@ class RayActorFuture:
         """
         import ray
 
-        _connected(f"actor {self._name}")
+        _connected(self._name)
         try:
             return ray.get(self._ref, timeout=timeout)
         except Exception as exc:
@@ -144,8 +143,7 @@ class RayActorFuture:
 
         if not ray.is_initialized():
             return True
-        ready, _ = ray.wait([self._ref], timeout=0)
-        return bool(ready)
+        return bool(ray.wait([self._ref], timeout=0)[0])  # (ready, not ready)
 
     def add_done_callback(self, callback: Callable[[RayActorFuture], None]) -> None:
         """Calls ``callback(future)`` once the call has finished."""
@@ -160,9 +158,10 @@ class RayActorMethod:
     _method: str
 
     def remote(self, *args: Any, **kwargs: Any) -> RayActorFuture:
-        """Starts the call and returns at once."""
+        """Starts the call and returns at once (``submit``, a long-running call, is the
+        same on Ray: Ray keeps the call across connection drops itself)."""
         handle = self._handle
-        _connected(f"actor {handle.name}")
+        _connected(handle.name)
         actor = handle._resolve()
         try:
             ref = getattr(actor, self._method).remote(*args, **kwargs)
@@ -174,10 +173,7 @@ class RayActorMethod:
             _raise_call_error(exc, handle.name)
         return RayActorFuture(ref, handle.name)
 
-    def submit(self, *args: Any, **kwargs: Any) -> RayActorFuture:
-        """A long-running call: on Ray the same as :meth:`remote` (Ray keeps the call
-        across connection drops itself)."""
-        return self.remote(*args, **kwargs)
+    submit = remote
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calls and waits for the result."""
@@ -191,24 +187,22 @@ class RayActorHandle:
 
     name: str
     _namespace: str
-    _actor: Any = dataclasses.field(default=None, compare=False)
+    _actor: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def _resolve(self) -> Any:
-        actor = self._actor
-        if actor is None:
+        if self._actor is None:
             import ray
 
-            _connected(f"actor {self.name}")
+            _connected(self.name)
             try:
-                actor = ray.get_actor(self.name, namespace=self._namespace)
+                self._actor = ray.get_actor(self.name, namespace=self._namespace)
             except ValueError:
                 raise ActorDiedError(
                     f"actor {self.name} does not exist (it was shut down or never created)"
                 ) from None
             except Exception as exc:
                 raise ActorDiedError(f"actor {self.name} cannot be reached: {exc}") from exc
-            self._actor = actor
-        return actor
+        return self._actor
 
     def __getattr__(self, method: str) -> RayActorMethod:
         if method.startswith("_"):
@@ -219,13 +213,10 @@ class RayActorHandle:
     def __call__(self) -> RayActorMethod:  # pyright: ignore[reportIncompatibleMethodOverride]
         """The actor's own ``__call__``: ``handle(x)`` blocks, ``handle.__call__.remote(x)``
         returns a future."""
-        return RayActorMethod(self, _CALL_METHOD)
+        return RayActorMethod(self, CALL_METHOD)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayActorHandle, (self.name, self._namespace))
-
-    def __repr__(self) -> str:
-        return f"RayActorHandle({self.name!r}, namespace={self._namespace!r})"
 
 
 def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None:
@@ -259,13 +250,14 @@ class RayMember(ActorMember):
     """One actor of a group: its handle, the ref of its ready call (answered once its
     ``__init__`` has run) and of its lifetime call (answered once it has ended itself)."""
 
-    def __init__(
-        self, index: int, handle: RayActorHandle, ready_ref: Any, status: JobStatus
-    ) -> None:
+    def __init__(self, index: int, handle: RayActorHandle) -> None:
         super().__init__(index, handle.name, handle)
-        self.status = status
-        self.ready_ref = ready_ref
+        self.ready_ref: Any = None  # asked for by the group's first refresh
         self.lifetime_ref: Any = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy keeps the status; its refs stay with their process (it asks again).
+        return (RayMember, (self.index, self.handle), {"status": self.status})
 
 
 def start_members(
@@ -273,8 +265,8 @@ def start_members(
 ) -> list[RayMember]:
     """Creates actors ``{name}-0`` ... ``{name}-{count-1}`` of the Ray actor class ``host``
     (``fray_ray._host``'s host around the user's class) with ``options``; each gets its
-    name, namespace and index, then ``args``, and is asked whether it is ready. If one
-    cannot be created, those created are killed.
+    name, namespace and index, then ``args``. If one cannot be created, those created are
+    killed.
 
     Raises:
         ActorError: An actor of one of the names already exists in ``namespace``.
@@ -291,36 +283,22 @@ def start_members(
                 raise ActorError(
                     f"an actor named {actor_name!r} already exists in namespace {namespace!r}"
                 ) from exc
-            handle = RayActorHandle(actor_name, namespace, actor)
-            ready = actor.fray_ready.remote()
-            members.append(RayMember(index, handle, ready, JobStatus.PENDING))
+            members.append(RayMember(index, RayActorHandle(actor_name, namespace, actor)))
     except BaseException:
         kill_actors([m.handle for m in members])
         raise
     return members
 
 
-def _rebuilt_group(
-    name: str,
-    namespace: str,
-    members: list[tuple[int, RayActorHandle, JobStatus]],
-    ask: Ask,
-    registry: str,
-) -> RayActorGroup:
-    rebuilt = [RayMember(index, handle, None, status) for index, handle, status in members]
-    return RayActorGroup(name, namespace, rebuilt, ask=ask, registry=registry)
-
-
-def _answered(members: list[RayMember], refs: list[Any], timeout: float) -> list[RayMember]:
-    """The members whose call (``refs``, one per member) has answered, after waiting up to
-    ``timeout`` for all of them."""
+def _answered(calls: dict[Any, RayMember], timeout: float) -> list[RayMember]:
+    """The members whose call (a ref, keyed to its member) has answered, after waiting up
+    to ``timeout`` for all of them."""
     import ray
 
-    if not refs:
+    if not calls:
         return []
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    answered = set(ready)
-    return [member for member, ref in zip(members, refs, strict=True) if ref in answered]
+    ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=timeout)
+    return [calls[ref] for ref in ready]
 
 
 class RayActorGroup(BaseActorGroup):
@@ -338,8 +316,7 @@ class RayActorGroup(BaseActorGroup):
         name: str,
         namespace: str,
         members: list[RayMember],
-        on_shutdown: Callable[[RayActorGroup], None] | None = None,
-        *,
+        on_shutdown: Callable[[RayActorGroup], None] | None,
         ask: Ask,
         registry: str,
     ) -> None:
@@ -349,42 +326,42 @@ class RayActorGroup(BaseActorGroup):
         self._on_shutdown = on_shutdown
         self._ask = ask  # what each actor asks of a node (its pending reason)
         self._registry = registry  # where its actors say they were placed
-        self._reasons_read: tuple[float, dict[int, str]] | None = None
+        self._reasons_at = float("-inf")  # when _reasons was read
+        self._reasons: dict[int, str] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        members = [(m.index, m.handle, m.status) for m in self._ray_members]
-        return (_rebuilt_group, (self.name, self.namespace, members, self._ask, self._registry))
+        return (
+            RayActorGroup,
+            (self.name, self.namespace, self._ray_members, None, self._ask, self._registry),
+        )
 
     def _pending_reasons(self, members: list[ActorMember]) -> dict[int, str]:
         """Why PENDING members wait for a node, read at most once a second for the whole
-        group (see :meth:`_read_reasons`); a failed read says nothing."""
+        group (see :meth:`_read_reasons`)."""
         now = time.monotonic()
-        last = self._reasons_read
-        if last is None or now - last[0] >= 1.0:
-            try:
-                reasons = self._read_reasons()
-            except Exception as exc:  # the reason is a courtesy: never fail a caller for it
-                logger.debug("reading why actors of %s wait failed: %s", self.name, exc)
-                reasons = {}
-            last = self._reasons_read = (now, reasons)
-        return {m.index: last[1][m.index] for m in members if m.index in last[1]}
+        if now - self._reasons_at >= 1.0:
+            self._reasons_at, self._reasons = now, self._read_reasons()
+        return {m.index: self._reasons[m.index] for m in members if m.index in self._reasons}
 
     def _read_reasons(self) -> dict[int, str]:
         """A reason for each PENDING member not yet placed (its host says when it is),
         while every node that could take it is busy: what it asks for and what the cluster
-        has."""
-        keys = {
-            placed_key(self.namespace, m.name): m
-            for m in self._ray_members
-            if m.status is JobStatus.PENDING
-        }
-        placed = RegistryLink(self._registry, quiet=True).call("placed_keys", list(keys))
-        waiting = [m for key, m in keys.items() if key not in (placed or ())]
-        cluster = cluster_says(self._ask) if waiting else None
-        if cluster is None:
+        has. A failed read says nothing (the reason is a courtesy: never fail a caller)."""
+        try:
+            key = placed_key(self.namespace, self.name)
+            link = RegistryLink(self._registry, quiet=True)
+            placed = set(link.call("wait_placed", key, 0, 0.0) or ())
+            waiting = [
+                m.index
+                for m in self._ray_members
+                if m.status is JobStatus.PENDING and m.index not in placed
+            ]
+            cluster = cluster_says(self._ask) if waiting else None
+        except Exception as exc:
+            logger.debug("reading why actors of %s wait failed: %s", self.name, exc)
             return {}
         reason = f"waiting for a node: asks for {self._ask.describe()}; {cluster}"
-        return {m.index: reason for m in waiting}
+        return {} if cluster is None else dict.fromkeys(waiting, reason)
 
     def _refresh(self, timeout: float) -> None:
         """Moves members whose constructor has finished to RUNNING or FAILED (waiting up to
@@ -396,14 +373,13 @@ class RayActorGroup(BaseActorGroup):
             return
         pending = [m for m in self._ray_members if m.status is JobStatus.PENDING]
         for member in pending:
-            if member.ready_ref is None:  # a copy made by unpickling asks again
+            if member.ready_ref is None:
                 member.ready_ref = member.handle._resolve().fray_ready.remote()
-        for member in _answered(pending, [m.ready_ref for m in pending], timeout):
+        for member in _answered({m.ready_ref: m for m in pending}, timeout):
             try:
                 ray.get(member.ready_ref)
             except Exception as exc:
-                error = actor_error(exc, f"actor {member.name}")
-                if member.set_status(JobStatus.FAILED, error):
+                if member.set_status(JobStatus.FAILED, actor_error(exc, f"actor {member.name}")):
                     kill_actors([member.handle], wait=False)  # no restarts, no leftovers
             else:
                 member.set_status(JobStatus.RUNNING)
@@ -414,16 +390,13 @@ class RayActorGroup(BaseActorGroup):
                     member.lifetime_ref = member.handle._resolve().fray_lifetime.remote()
                 except ActorDiedError as exc:
                     member.set_status(JobStatus.FAILED, exc)
-        watched = [m for m in running if m.lifetime_ref is not None]
-        for member in _answered(watched, [m.lifetime_ref for m in watched], 0):
+        watched = {m.lifetime_ref: m for m in running if m.lifetime_ref is not None}
+        for member in _answered(watched, 0):
             ref, member.lifetime_ref = member.lifetime_ref, None
             try:
                 failure = ray.get(ref)
             except rx.ActorDiedError as exc:  # gone for good (not restarting)
-                error = ActorDiedError(
-                    f"actor {member.name}: {first_line(exc) or type(exc).__name__}"
-                )
-                member.set_status(JobStatus.FAILED, error)
+                member.set_status(JobStatus.FAILED, actor_error(exc, f"actor {member.name}"))
                 continue
             except Exception:  # restarting (or unreachable): ask the next incarnation
                 continue

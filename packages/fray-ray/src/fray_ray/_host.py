@@ -18,19 +18,13 @@ from typing import Any
 from fray import ActorContext
 from fray.backend import ShutdownEvent, binding
 from fray.errors import ActorDiedError, ActorUnavailableError
-from fray_ray._actors import RayActorHandle, placed_key
-from fray_ray._registry import RegistryLink
+from fray_ray._actors import CALL_METHOD, RayActorHandle, placed_key
 from fray_ray._worker import ClientFor
-
-__all__ = ["CALL_METHOD", "LIFETIME_GROUP", "ActorHost", "host_class"]
 
 logger = logging.getLogger("fray.ray")
 
 #: The Ray concurrency group of Fray's own actor methods, apart from the user's calls.
 LIFETIME_GROUP = "fray"
-
-#: The Ray method behind a handle's ``__call__`` (Ray does not forward dunder methods).
-CALL_METHOD = "fray_dunder_call"
 
 
 class ActorHost:
@@ -51,9 +45,9 @@ class ActorHost:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
-        # Placed: the group's pending reasons stop saying it waits for a node.
-        RegistryLink(registry, quiet=True).ref("placed", placed_key(namespace, name), 0)
         self._client = client_for(namespace, registry)
+        # Placed: the group's pending reasons stop saying it waits for a node.
+        self._client.registry.ref("placed", placed_key(namespace, group), index)
         self._name = name
         self._ended = threading.Event()
         self._exit: SystemExit | None = None
@@ -142,7 +136,7 @@ def host_class(cls: type[Any]) -> type[ActorHost]:
     ``cls``, so a call is a plain Ray actor call (same cost as calling a Ray actor)."""
     import ray
 
-    methods: dict[str, Any] = {
+    methods = {
         name: _forward(name)
         for name in dir(cls)
         if not name.startswith("_") and name not in _RESERVED and callable(getattr(cls, name))

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -26,8 +28,6 @@ from fray.environment_variables import FRAY_JOB_HISTORY
 from fray_ray._convert import HEAD_NODE_RESOURCE
 from fray_ray.errors import first_line
 
-__all__ = ["REGISTRY_NAMESPACE", "JobRegistry", "RegistryLink", "driver_registry"]
-
 logger = logging.getLogger("fray.ray")
 
 REGISTRY_NAMESPACE = "fray-internal"
@@ -36,11 +36,6 @@ _MAX_LINES = 100_000  # per job; older lines are dropped first
 _MAX_PLACED = 10_000  # keys whose placed replicas are kept; the oldest go first
 _FINISHED = ("succeeded", "failed", "stopped")
 _FINAL_FIELDS = ("status", "finished_at", "error", "exit_code")
-
-
-def _history_limit() -> int:
-    text = os.environ.get(FRAY_JOB_HISTORY, "").strip()
-    return int(text) if text.isdigit() else 10_000
 
 
 class JobRegistry:
@@ -56,7 +51,7 @@ class JobRegistry:
         self._results: dict[str, Any] = {}
         self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._placed: collections.OrderedDict[str, set[int]] = collections.OrderedDict()
-        self._placing: dict[str, asyncio.Event] = {}
+        self._placing = asyncio.Condition()  # notified whenever one is placed
 
     async def put(self, job_id: str, fields: dict[str, Any]) -> None:
         """Creates or updates a job's record (JobInfo fields); a finished one stays so."""
@@ -105,12 +100,10 @@ class JobRegistry:
     async def descendants(self, job_id: str) -> list[str]:
         """Every job below ``job_id``, deepest first."""
         found: list[str] = []
-        stack = list(self._children.get(job_id, ()))
-        while stack:
-            child = stack.pop()
+        for child in self._children.get(job_id, ()):
+            found += await self.descendants(child)
             found.append(child)
-            stack.extend(self._children.get(child, ()))
-        return found[::-1]
+        return found
 
     async def list(self) -> list[dict[str, Any]]:
         return [self._shown(record) for record in self._records.values()]
@@ -139,39 +132,25 @@ class JobRegistry:
         """Marks unfinished jobs stopped (their owners are gone or stop them)."""
         now = time.time()
         for job_id in job_ids:
-            record = self._records.get(job_id)
-            if record is not None and record.get("status") in ("pending", "running"):
-                record.update(status="stopped", finished_at=now)
-                self._ended(job_id)
+            if self._records.get(job_id, {}).get("status") in ("pending", "running"):
+                await self.put(job_id, {"status": "stopped", "finished_at": now})
 
     async def placed(self, key: str, index: int) -> None:
-        """Replica (or actor) ``index`` of ``key`` started on a node."""
+        """Replica (or actor) ``index`` of ``key`` (a job's attempt, an actor group) started
+        on a node."""
         self._placed.setdefault(key, set()).add(index)
         self._placed.move_to_end(key)
         while len(self._placed) > _MAX_PLACED:
             self._placed.popitem(last=False)
-        event = self._placing.get(key)
-        if event is not None:
-            event.set()
-
-    async def placed_keys(self, keys: list[str]) -> list[str]:
-        """Which of ``keys`` have a replica (or actor) that started."""
-        return [key for key in keys if self._placed.get(key)]
+        async with self._placing:
+            self._placing.notify_all()
 
     async def wait_placed(self, key: str, count: int, timeout: float) -> list[int]:
-        """The indexes of ``key`` that started, once ``count`` have (or after ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while len(self._placed.get(key, ())) < count:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            event = self._placing.setdefault(key, asyncio.Event())
-            try:
-                await asyncio.wait_for(event.wait(), left)
-            except TimeoutError:
-                break
-            finally:
-                self._placing.pop(key, None)
+        """The indexes of ``key`` that started, once ``count`` have (or after ``timeout``;
+        with ``count`` 0, at once)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout), self._placing:
+                await self._placing.wait_for(lambda: len(self._placed.get(key, ())) >= count)
         return sorted(self._placed.get(key, ()))
 
 
@@ -186,21 +165,25 @@ def driver_registry() -> tuple[str, Any]:
     import ray
 
     context = ray.get_runtime_context()
-    key = (str(context.gcs_address), str(context.get_job_id()))
+    key = (context.gcs_address, context.get_job_id())
     with _registries_lock:
         found = _registries.get(key)
         if found is None:
             name = f"fray-registry-{os.getpid()}-{secrets.token_hex(3)}"
-            options: dict[str, Any] = {
-                "name": name,
-                "namespace": REGISTRY_NAMESPACE,
-                "num_cpus": 0,
-                "max_restarts": -1,  # a lost registry comes back (empty) instead of failing
-                "max_task_retries": -1,
-            }
-            if HEAD_NODE_RESOURCE in ray.cluster_resources():  # off preemptible nodes
-                options["resources"] = {HEAD_NODE_RESOURCE: 0.001}
-            actor = ray.remote(JobRegistry).options(**options).remote(_history_limit())
+            head = HEAD_NODE_RESOURCE in ray.cluster_resources()  # off preemptible nodes
+            history = os.environ.get(FRAY_JOB_HISTORY, "").strip()  # as the driver's clients
+            actor = (
+                ray.remote(JobRegistry)
+                .options(
+                    name=name,
+                    namespace=REGISTRY_NAMESPACE,
+                    num_cpus=0,
+                    max_restarts=-1,  # a lost registry comes back (empty) instead of failing
+                    max_task_retries=-1,
+                    resources={HEAD_NODE_RESOURCE: 0.001} if head else None,
+                )
+                .remote(int(history) if history.isdigit() else 10_000)
+            )
             found = _registries[key] = (name, actor)
         return found
 
@@ -211,23 +194,21 @@ def forget_registries() -> None:
         _registries.clear()
 
 
+@dataclasses.dataclass(slots=True)
 class RegistryLink:
     """A client's calls to the job registry. The registry is a shared view of the job tree,
     not the source of truth for the jobs a client runs: a call that fails is logged and
     answers nothing, so losing the registry never fails a job or a ``terminate()``.
 
-    Args:
+    Attributes:
         name: The registry actor's name (in ``REGISTRY_NAMESPACE``).
         actor: Its handle, if at hand; otherwise looked up on first use.
         quiet: Log failures at debug level (a client inside a job: its driver may be gone).
     """
 
-    __slots__ = ("actor", "name", "quiet")
-
-    def __init__(self, name: str, actor: Any = None, *, quiet: bool = False) -> None:
-        self.name = name
-        self.actor = actor
-        self.quiet = quiet
+    name: str
+    actor: Any = None
+    quiet: bool = dataclasses.field(default=False, kw_only=True)
 
     def ref(self, method: str, *args: Any) -> Any:
         """Starts a call; its ObjectRef (``None`` if the registry is unreachable)."""
