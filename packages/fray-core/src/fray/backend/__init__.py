@@ -34,8 +34,8 @@ from fray.backend._group import ActorMember, BaseActorGroup
 from fray.backend._handle import BaseJobHandle
 from fray.backend._hosted_handle import HostedActorHandle
 from fray.backend._outcome import Observed, Outcome
-from fray.backend._output import PrefixedSink, capture_into
-from fray.backend._record import JobRecord, LogBuffer, Phase
+from fray.backend._output import LogBuffer, PrefixedSink, capture_into
+from fray.backend._record import JobRecord, Phase
 
 __all__ = [
     "ActorMember",

@@ -84,6 +84,8 @@ class BaseClient:
 
     def __init__(self, target: str | None = None, target_field: str = "target") -> None:
         self.target = None if target is None else capabilities_of(target, field=target_field)
+        # What every request is checked against, the target's table first.
+        self._checks = tuple(t for t in (self.target, type(self).capabilities) if t is not None)
         self.is_shutdown = False
         self._lock = threading.Lock()
         self._jobs: dict[str, JobRecord] = {}  # unfinished and the last finished ones
@@ -130,7 +132,7 @@ class BaseClient:
             raise InvalidRequestError.for_field(
                 "submit.request", request, "must be a fray.JobRequest"
             )
-        for table in self._tables():
+        for table in self._checks:
             table.check(request)
         if self.target is not None:
             self.target.note_once(request.resources, self._warned)
@@ -220,7 +222,7 @@ class BaseClient:
     def _settle(self, job: JobRecord, outcome: Outcome) -> bool:
         if job.deadlines:
             with job.lock:
-                deadlines, job.deadlines = job.deadlines, []
+                deadlines, job.deadlines = job.deadlines, ()
             for entry in deadlines:
                 TIMERS.cancel(entry)
         if outcome.kind == "unplaced" and outcome.error is None:
@@ -238,7 +240,7 @@ class BaseClient:
     ) -> None:
         entry = TIMERS.call_later(after, self._expire, job, attempt, outcome, placing)
         with job.lock:
-            job.deadlines.append(entry)
+            job.deadlines = (*job.deadlines, entry)
 
     def _expire(self, job: JobRecord, attempt: int, outcome: Outcome, placing: bool) -> None:
         if placing and job.phase is Phase.PLACING and job.begun == attempt:
@@ -392,9 +394,6 @@ class BaseClient:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _tables(self) -> tuple[Capabilities, ...]:
-        return tuple(t for t in (self.target, type(self).capabilities) if t is not None)
-
     def _check_open(self) -> None:
         """Raises once the client has been shut down."""
         if self.is_shutdown:
@@ -455,7 +454,7 @@ class BaseClient:
     ) -> Any:
         self._check_open()
         validate_actor_args(actor_class, name, count, resources, actor_config)
-        for table in self._tables():
+        for table in self._checks:
             table.check_resources(resources)
         if self.target is not None:
             self.target.note_once(resources, self._warned)

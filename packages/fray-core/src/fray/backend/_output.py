@@ -1,5 +1,5 @@
-"""The router that sends ``print`` output of code running inside a job to that job's
-buffer (a :class:`fray.backend.LogBuffer`).
+"""A job's output: its :class:`LogBuffer`, and the router that sends ``print`` output of
+code running inside a job to that job's buffer.
 
 The router stands in for ``sys.stdout``/``sys.stderr`` once any job output is routed; where
 text goes is a context variable, so each thread (and each ``contextvars.Context``) routes on
@@ -11,13 +11,122 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
+import os
 import sys
+import tempfile
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
-    from fray.backend._record import LogBuffer
+    from fray.backend._record import JobRecord
+
+
+_last_stamp = 0.0
+
+
+def _stamp() -> float:
+    """The time now, later than every stamp before it: lines of a job and of its children,
+    written one after another, interleave in that order."""
+    global _last_stamp
+    now = time.time()
+    _last_stamp = now = now if now > _last_stamp else _last_stamp + 1e-6
+    return now
+
+
+class LogBuffer:
+    """An append-only list of timestamped lines that can be read while it grows.
+
+    Partial writes are joined until a newline, per writing thread: the replicas of a job (and
+    the readers of its processes) write at once, and one's unfinished line must not take in
+    another's. :meth:`close` keeps last lines that have no newline, so nothing a job printed
+    is lost. A closed buffer keeps its last :data:`KEEP_LINES` lines in memory and the rest
+    in a private temporary file (removed with the buffer), so a client's history of
+    finished jobs costs little memory however much they printed.
+    """
+
+    KEEP_LINES = 1_000
+
+    __slots__ = ("__weakref__", "_lines", "_lock", "_older", "_partial", "_waiting", "closed")
+
+    def __init__(self) -> None:
+        self._lines: list[tuple[float, str]] = []
+        # By thread: what it wrote after its last newline, and the prefix of its lines.
+        self._partial: dict[int, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        # Made by the first reader that waits: most jobs' output is never followed, and a
+        # Condition per job costs a job a tenth of its time in the benchmark row "trivial
+        # job submit(...).wait(), one at a time".
+        self._waiting: threading.Condition | None = None
+        self.closed = False
+        # Once closed with more than KEEP_LINES lines: the file holding the older ones, and
+        # how many.
+        self._older: tuple[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._lines) + (self._older[1] if self._older else 0)
+
+    def write(self, text: str, prefix: str = "") -> None:
+        """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
+        replica's ``[i] `` where a job has several)."""
+        if not text:
+            return
+        me = threading.get_ident()
+        with self._lock:
+            pending = self._partial.pop(me, None)
+            if pending:
+                text = pending[0] + text
+            *complete, rest = text.split("\n")
+            if rest:
+                self._partial[me] = (rest, prefix)
+            if complete:
+                now = _stamp()
+                self._lines.extend((now, prefix + line) for line in complete)
+                if self._waiting is not None:
+                    self._waiting.notify_all()
+
+    def close(self) -> None:
+        """No more output: unfinished last lines become lines."""
+        with self._lock:
+            if self._partial:
+                now = _stamp()
+                self._lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
+                self._partial.clear()
+            self.closed = True
+            if self._waiting is not None:
+                self._waiting.notify_all()
+            if len(self._lines) > self.KEEP_LINES:
+                self._spill()
+
+    def _spill(self) -> None:
+        """Under the lock: moves all but the last lines to a file only this user can read."""
+        older = self._lines[: -self.KEEP_LINES]
+        fd, path = tempfile.mkstemp(prefix="fray-log-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as out:
+            out.writelines(f"{stamp!r} {line}\n" for stamp, line in older)
+        del self._lines[: -self.KEEP_LINES]
+        self._older = (path, len(older))
+        weakref.finalize(self, os.unlink, path)
+
+    def snapshot(self) -> list[tuple[float, str]]:
+        """The ``(time, line)`` pairs so far (read back from the file where spilled)."""
+        with self._lock:
+            lines, older = list(self._lines), self._older
+        if older is None:
+            return lines
+        with open(older[0], encoding="utf-8", errors="surrogateescape", newline="\n") as spilled:
+            kept = [text.rstrip("\n").split(" ", 1) for text in spilled]
+        return [(float(stamp), line) for stamp, line in kept] + lines
+
+    def wait_for_more(self, count: int, timeout: float) -> None:
+        """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
+        with self._lock:
+            if len(self._lines) <= count and not self.closed:
+                if self._waiting is None:
+                    self._waiting = threading.Condition(self._lock)
+                self._waiting.wait(timeout)
 
 
 class LineSink(Protocol):
@@ -27,11 +136,12 @@ class LineSink(Protocol):
 
 
 class PrefixedSink:
-    """A :class:`LogBuffer` seen by one replica of several: its lines start with ``[i] ``."""
+    """A :class:`LogBuffer` (or a job's record, which makes its log on the first write)
+    seen by one replica of several: its lines start with ``[i] ``."""
 
     __slots__ = ("_buffer", "_prefix")
 
-    def __init__(self, buffer: LogBuffer, index: int) -> None:
+    def __init__(self, buffer: LogBuffer | JobRecord, index: int) -> None:
         self._buffer = buffer
         self._prefix = f"[{index}] "
 

@@ -18,16 +18,15 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import tempfile
 import threading
 import time
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fray._secrets import masker
 from fray._types import AttemptInfo, JobInfo, JobRequest, JobStatus
 from fray.backend._outcome import Observed, Outcome, OutcomeKind
+from fray.backend._output import LogBuffer
 
 if TYPE_CHECKING:
     from fray.backend._client import BaseClient
@@ -39,136 +38,6 @@ def job_id_part(name: str) -> str:
     """``name`` as one part of a job id: ``/`` separates a parent's id from its children's,
     so ``%`` becomes ``%25`` and ``/`` becomes ``%2F`` (Marin names jobs after paths)."""
     return name.replace("%", "%25").replace("/", "%2F")
-
-
-_last_stamp = 0.0
-
-
-def _stamp() -> float:
-    """The time now, later than every stamp before it: lines of a job and of its children,
-    written one after another, interleave in that order."""
-    global _last_stamp
-    now = time.time()
-    _last_stamp = now = now if now > _last_stamp else _last_stamp + 1e-6
-    return now
-
-
-class LogBuffer:
-    """An append-only list of timestamped lines that can be read while it grows.
-
-    Partial writes are joined until a newline, per writing thread: the replicas of a job (and
-    the readers of its processes) write at once, and one's unfinished line must not take in
-    another's. :meth:`close` keeps last lines that have no newline, so nothing a job printed
-    is lost. A closed buffer keeps its last :data:`KEEP_LINES` lines in memory and the rest
-    in a private temporary file (removed with the buffer), so a client's history of
-    finished jobs costs little memory however much they printed.
-    """
-
-    KEEP_LINES = 1_000
-
-    __slots__ = ("__weakref__", "_lines", "_lock", "_older", "_partial", "_waiting", "closed")
-
-    def __init__(self) -> None:
-        self._lines: list[tuple[float, str]] = []
-        # By thread: what it wrote after its last newline, and the prefix of its lines.
-        self._partial: dict[int, tuple[str, str]] = {}
-        self._lock = threading.Lock()
-        # Made by the first reader that waits: most jobs' output is never followed, and a
-        # Condition per job costs a job a tenth of its time in the benchmark row "trivial
-        # job submit(...).wait(), one at a time".
-        self._waiting: threading.Condition | None = None
-        self.closed = False
-        # Once closed with more than KEEP_LINES lines: the file holding the older ones, and
-        # how many.
-        self._older: tuple[str, int] | None = None
-
-    def __len__(self) -> int:
-        return len(self._lines) + (self._older[1] if self._older else 0)
-
-    def write(self, text: str, prefix: str = "") -> None:
-        """Adds ``text``; each line it completes becomes a line, with ``prefix`` first (a
-        replica's ``[i] `` where a job has several)."""
-        if not text:
-            return
-        me = threading.get_ident()
-        with self._lock:
-            pending = self._partial.pop(me, None)
-            if pending:
-                text = pending[0] + text
-            *complete, rest = text.split("\n")
-            if rest:
-                self._partial[me] = (rest, prefix)
-            if complete:
-                now = _stamp()
-                self._lines.extend((now, prefix + line) for line in complete)
-                if self._waiting is not None:
-                    self._waiting.notify_all()
-
-    def close(self) -> None:
-        """No more output: unfinished last lines become lines."""
-        with self._lock:
-            if self._partial:
-                now = _stamp()
-                self._lines.extend((now, prefix + rest) for rest, prefix in self._partial.values())
-                self._partial.clear()
-            self.closed = True
-            if self._waiting is not None:
-                self._waiting.notify_all()
-            if len(self._lines) > self.KEEP_LINES:
-                self._spill()
-
-    def _spill(self) -> None:
-        """Under the lock: moves all but the last lines to a file only this user can read."""
-        older = self._lines[: -self.KEEP_LINES]
-        fd, path = tempfile.mkstemp(prefix="fray-log-", suffix=".txt")
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as out:
-            out.writelines(f"{stamp!r} {line}\n" for stamp, line in older)
-        del self._lines[: -self.KEEP_LINES]
-        self._older = (path, len(older))
-        weakref.finalize(self, os.unlink, path)
-
-    def snapshot(self) -> list[tuple[float, str]]:
-        """The ``(time, line)`` pairs so far (read back from the file where spilled)."""
-        with self._lock:
-            lines, older = list(self._lines), self._older
-        if older is None:
-            return lines
-        with open(older[0], encoding="utf-8", errors="surrogateescape", newline="\n") as spilled:
-            kept = [text.rstrip("\n").split(" ", 1) for text in spilled]
-        return [(float(stamp), line) for stamp, line in kept] + lines
-
-    def wait_for_more(self, count: int, timeout: float) -> None:
-        """Waits up to ``timeout`` for the buffer to hold more than ``count`` lines."""
-        with self._lock:
-            if len(self._lines) <= count and not self.closed:
-                if self._waiting is None:
-                    self._waiting = threading.Condition(self._lock)
-                self._waiting.wait(timeout)
-
-
-class _Done:
-    """That a job has ended, for threads that block on it: a lock held until then (a
-    ``threading.Event`` builds a Condition per job: a tenth of a job's time in the benchmark
-    row "trivial job submit(...).wait(), one at a time")."""
-
-    __slots__ = ("_lock", "flag")
-
-    def __init__(self) -> None:
-        self.flag = False
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def set(self) -> None:
-        self.flag = True
-        self._lock.release()
-
-    def wait(self, timeout: float | None) -> bool:
-        if self.flag:
-            return True
-        if self._lock.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
-            self._lock.release()  # the next waiter's turn
-            return True
-        return self.flag
 
 
 class Phase(enum.Enum):
@@ -198,26 +67,32 @@ class JobRecord:
         phase: Where the current attempt is.
         begun: Attempts begun so far, placed or not (what tells the current one apart).
         cause: The user's exception behind a failure, where known.
-        log: The job's output lines (where the backend keeps them in this process).
-        children: Records of the jobs submitted from this one in this process.
         data: What the backend keeps for the job, given when the record is made and of one
             type for its whole life (its attempts change what it holds, not what it is).
         deadlines: The engine's timers for the current attempt.
         lock: Guards every field; held only briefly, never while a backend hook runs.
+        is_done: Whether the job has ended and everything about its end is recorded.
+
+    A client keeps its last 10,000 finished records, and each object the garbage collector
+    tracks is looked at again by every full collection: a finished trivial job holds two
+    (the record and its lock). Its log, its children's list, its done-callbacks and the lock
+    a waiter blocks on are made when first needed; its attempts are kept as tuples (the
+    benchmark row "fake: 10,000 jobs submitted + wait_all, per job").
     """
 
     __slots__ = (
         "_callbacks",
-        "_done",
+        "_children",
         "_final_info",
         "_history",
+        "_log",
         "_placed_at",
         "_stop_as",
         "_task_failures",
+        "_waiter",
         "attempts",
         "begun",
         "cause",
-        "children",
         "client",
         "data",
         "deadlines",
@@ -225,9 +100,9 @@ class JobRecord:
         "exit_code",
         "failures",
         "finished_at",
+        "is_done",
         "job_id",
         "lock",
-        "log",
         "name",
         "parent",
         "phase",
@@ -266,13 +141,15 @@ class JobRecord:
         self.cause: BaseException | None = None
         self.exit_code: int | None = None
         self.value: Any = None
-        self.log = LogBuffer()
-        self.children: list[JobRecord] = []
+        self._log: LogBuffer | None = None
+        self._children: list[JobRecord] | None = None
         self.data: Any = data
-        self.deadlines: list[Any] = []
+        self.deadlines: tuple[Any, ...] = ()
         self.lock = threading.Lock()
-        self._done = _Done()
-        self._callbacks: list[Callable[[], None]] = []
+        self.is_done = False
+        # Held from when the first thread waits for the job's end until the end.
+        self._waiter: threading.Lock | None = None
+        self._callbacks: list[Callable[[], None]] | None = None
         self._stop_as: Outcome | None = None
         self.submitted_at = time.time()
         self.started_at: float | None = None
@@ -280,9 +157,30 @@ class JobRecord:
         self._placed_at: float | None = None
         # One (attempt, outcome kind, placed at, ended at, error, exit code) per attempt ended.
         self._final_info: JobInfo | None = None  # built once the job has ended
-        self._history: list[
-            tuple[int, OutcomeKind, float | None, float, str | None, int | None]
-        ] = []
+        self._history: tuple[
+            tuple[int, OutcomeKind, float | None, float, str | None, int | None], ...
+        ] = ()
+
+    @property
+    def log(self) -> LogBuffer:
+        """The job's output lines (where the backend keeps them in this process); made on
+        first use, closed if the job has ended."""
+        log = self._log
+        if log is None:
+            with self.lock:
+                log = self._output()
+        return log
+
+    def write(self, text: str, prefix: str = "") -> None:
+        """Adds ``text`` to :attr:`log` (see :meth:`LogBuffer.write`): where a job's code
+        writes through the record, a job that prints nothing has no log made."""
+        if text:
+            self.log.write(text, prefix)
+
+    @property
+    def children(self) -> Sequence[JobRecord]:
+        """Records of the jobs submitted from this one in this process."""
+        return self._children or ()
 
     # -- an attempt's life: the engine calls begin and stop, the backend placed and report --
 
@@ -349,9 +247,8 @@ class JobRecord:
                 outcome = self._stop_as  # made by the engine: nothing to mask
                 reported = outcome.error
             kind = outcome.kind
-            self._history.append(
-                (self.begun, kind, self._placed_at, time.time(), reported, outcome.exit_code)
-            )
+            attempt = (self.begun, kind, self._placed_at, time.time(), reported, outcome.exit_code)
+            self._history = (*self._history, attempt)
             self._placed_at = None
             if kind in ("succeeded", "failed", "preempted"):
                 self.exit_code = outcome.exit_code
@@ -463,8 +360,15 @@ class JobRecord:
     def _retry(self, what: str) -> bool:
         """Under the lock: the attempt is over and another follows."""
         self.phase = Phase.IDLE
-        self.log.write(f"[fray] attempt {self.attempts} {what}; retrying\n")
+        self._output().write(f"[fray] attempt {self.attempts} {what}; retrying\n")
         return True
+
+    def _output(self) -> LogBuffer:
+        """Under the lock: :attr:`log`."""
+        if self._log is None:
+            self._log = LogBuffer()
+            self._log.closed = self.phase is Phase.ENDED
+        return self._log
 
     def _unplaced_error(self, reason: str | None) -> str:
         """What a job not placed within ``scheduling_timeout`` fails with: what each replica
@@ -500,12 +404,16 @@ class JobRecord:
 
     def _finished(self) -> None:
         """After the final status: the client's bookkeeping, then waiters, then callbacks."""
-        self.log.close()
+        if self._log is not None:  # one made from now on is made closed
+            self._log.close()
         client = self.client
         client._job_ended(self)  # pyright: ignore[reportPrivateUsage]
-        self._done.set()
         with self.lock:
-            callbacks, self._callbacks = self._callbacks, []
+            self.is_done = True
+            waiter, self._waiter = self._waiter, None
+            callbacks, self._callbacks = self._callbacks or [], None
+        if waiter is not None:
+            waiter.release()
         client._after_end(self)  # pyright: ignore[reportPrivateUsage]
         for callback in callbacks:
             try:
@@ -515,27 +423,38 @@ class JobRecord:
 
     # -- waiting and reading -----------------------------------------------------------------
 
-    @property
-    def is_done(self) -> bool:
-        """Whether the job has ended and everything about its end is recorded."""
-        return self._done.flag
-
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until the job has ended (or ``timeout`` passed); returns whether it has."""
-        return self._done.wait(timeout)
+        if self.is_done:
+            return True
+        with self.lock:
+            if self.is_done:
+                return True
+            if self._waiter is None:  # a lock held until the end (an Event makes a Condition)
+                self._waiter = threading.Lock()
+                self._waiter.acquire()
+            waiter = self._waiter
+        if waiter.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            waiter.release()  # the next waiter's turn
+            return True
+        return self.is_done
 
     def add_done_callback(self, callback: Callable[[], None]) -> bool:
         """Registers ``callback`` for the job's end; ``False`` if it has already ended."""
         with self.lock:
             if self.phase is Phase.ENDED:
                 return False
+            if self._callbacks is None:
+                self._callbacks = []
             self._callbacks.append(callback)
             return True
 
     def add_child(self, child: JobRecord) -> None:
         """Records a job submitted from this one."""
         with self.lock:
-            self.children.append(child)
+            if self._children is None:
+                self._children = []
+            self._children.append(child)
 
     def lines(self, include_children: bool, tail: int | None) -> list[str]:
         """The output lines so far (the last ``tail``), with those of the jobs submitted from
@@ -574,7 +493,7 @@ class JobRecord:
             ended = self.phase is Phase.ENDED
             fields = {name: getattr(self, name) for name in _INFO_FIELDS}
             fields["children"] = tuple(child.job_id for child in self.children)
-            history = list(self._history)
+            history = self._history
         fields["attempt_history"] = tuple(
             AttemptInfo(
                 attempt=attempt,
