@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import shlex
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from fray import JobInfo, JobStatus
 from fray.backend import JobRecord, Observed, Outcome
+from fray.environment_variables import FRAY_JOB_ID
 from fray.errors import JobFailedError
 from fray_ray._convert import Ask
 from fray_ray._kinds import JobKind
@@ -25,7 +25,6 @@ from fray_ray._placement import cluster_says
 if TYPE_CHECKING:
     from fray_ray._client import RayClient
 
-__all__ = ["CommandJob", "CommandSlots", "FoundJob", "Poller", "api_job_info"]
 
 logger = logging.getLogger("fray.ray")
 
@@ -43,18 +42,15 @@ class Poller:
         self._closed = False
 
     def watch(self, job: JobRecord) -> None:
-        """Asks about ``job`` now, then every :data:`POLL_S` until its kind's ``poll`` says
-        no more (each attempt of a command job is watched from its start)."""
-        job.client._call_soon(self._look, job)
+        """Asks about ``job`` soon, then every :data:`POLL_S` until its kind's ``poll`` says
+        no more (each attempt of a command job is watched from its start). Does not block
+        (Fray's timer thread calls it for the next look)."""
+        if not self._closed:
+            job.client._call_soon(self._look, job)
 
     def close(self) -> None:
         """Stops looking (the client is shut down)."""
         self._closed = True
-
-    def _again(self, job: JobRecord) -> None:
-        """On Fray's timer thread (which must not block): the next look."""
-        if not self._closed:
-            job.client._call_soon(self._look, job)
 
     def _look(self, job: JobRecord) -> None:
         if self._closed:
@@ -66,33 +62,29 @@ class Poller:
             job.data.poll_failed(job, exc)
             again = False
         if again:  # Ray's Jobs API and the registry only answer polls
-            job.client._call_later(POLL_S, self._again, job)
+            job.client._call_later(POLL_S, self.watch, job)
 
 
 class CommandSlots:
     """How many of a client's command jobs may be in Ray's Jobs API at once (running or
     pending there): each is a Ray job with a supervisor actor of its own on the head node,
-    and a hundred at once can run a head node out of memory. Taken when an attempt starts
-    and on the client's event thread, given back there; read by pending reasons in any
-    thread."""
+    and a hundred at once can run a head node out of memory. Taken and given back only by
+    command jobs' polls, which all run on the client's event thread (so no lock); ``cap``
+    is read by pending reasons in any thread."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self._held: set[str] = set()
-        self._lock = threading.Lock()
 
     def take(self, job_id: str) -> bool:
         """Whether ``job_id`` holds a slot (taking a free one)."""
-        with self._lock:
-            if job_id in self._held or len(self._held) < self.cap:
-                self._held.add(job_id)
-                return True
-            return False
+        if len(self._held) < self.cap:
+            self._held.add(job_id)
+        return job_id in self._held
 
     def give_back(self, job_id: str) -> None:
         """``job_id``'s Ray job has ended (or was never submitted)."""
-        with self._lock:
-            self._held.discard(job_id)
+        self._held.discard(job_id)
 
 
 class CommandJob(JobKind):
@@ -100,6 +92,8 @@ class CommandJob(JobKind):
     client's :class:`CommandSlots` has room) and polled on the client's event thread."""
 
     def __init__(self, client: RayClient, kwargs: dict[str, Any], ask: Ask) -> None:
+        """``kwargs``: the Ray job's ``submit_job`` keywords, this job's own (``start``
+        adds its id to their env)."""
         super().__init__(client)
         self.ray_client = client
         self.kwargs = kwargs
@@ -107,25 +101,23 @@ class CommandJob(JobKind):
         self.submission_id: str | None = None
         self.stopping = False
         self.queued = False  # waiting in the driver for a slot at the last poll
-        self.api_pending = False  # the Jobs API said PENDING at the last poll
 
     def start(self, job: JobRecord) -> None:
         """Queues the attempt for the client's :class:`Poller`, which submits it once it
-        holds one of the client's command slots (taken here if one is free)."""
-        queued = not self.ray_client.command_slots.take(job.job_id)
+        holds one of the client's command slots (with ``FRAY_JOB_ID`` in its env)."""
+        self.kwargs["runtime_env"].setdefault("env_vars", {})[FRAY_JOB_ID] = job.job_id
         with job.lock:
-            self.submission_id, self.stopping, self.queued = None, False, queued
+            self.submission_id, self.stopping = None, False
         self.agent_deadline = time.monotonic() + AGENT_WAIT_S
         self.ray_client.poller.watch(job)
 
     def poll(self, job: JobRecord) -> bool:
         """Submits the attempt or looks at it; ``True`` while it should be looked at again."""
         api = self.ray_client.jobs_api()
-        with job.lock:
-            submission_id, stopping = self.submission_id, self.stopping
         slots = self.ray_client.command_slots
+        submission_id = self.submission_id  # a stop meanwhile is _submit's to see
         if submission_id is None:
-            if stopping:
+            if self.stopping:
                 slots.give_back(job.job_id)
                 job.report(Outcome.stopped())
                 return False
@@ -135,15 +127,13 @@ class CommandJob(JobKind):
             return True
         details = api.get_job_info(submission_id)
         status = details.status  # a str enum: "PENDING", "RUNNING", ...
-        self.api_pending = status == "PENDING"
         if status == "RUNNING":
             job.placed()
         if not details.status.is_terminal():
             return True
         lines = api.get_job_logs(submission_id).splitlines()
         slots.give_back(job.job_id)
-        if lines:
-            job.log.write("".join(f"{line}\n" for line in lines))
+        job.log.write("".join(f"{line}\n" for line in lines))
         code = getattr(details, "driver_exit_code", None)
         if status == "SUCCEEDED":
             outcome = Outcome.succeeded(None, exit_code=0)
@@ -169,20 +159,15 @@ class CommandJob(JobKind):
         :data:`AGENT_WAIT_S` after the attempt started."""
         import secrets
 
-        from fray.environment_variables import FRAY_JOB_ID
-
         request = job.request
         assert request is not None and request.entrypoint.command is not None
-        kwargs = dict(self.kwargs)
-        env = kwargs["runtime_env"] = dict(kwargs["runtime_env"])
-        env["env_vars"] = {**env.get("env_vars", {}), FRAY_JOB_ID: job.job_id}
         submission_id = f"fray-{secrets.token_hex(8)}"
         try:
             api.submit_job(
                 entrypoint=shlex.join(request.entrypoint.command),
                 submission_id=submission_id,
                 metadata={"fray_job_id": job.job_id, "fray_name": request.name},
-                **kwargs,
+                **self.kwargs,
             )
         except RuntimeError as exc:
             if "No available agent" not in str(exc) or time.monotonic() >= self.agent_deadline:
@@ -217,10 +202,11 @@ class CommandJob(JobKind):
             return own
 
     def pending_reason(self, job: JobRecord) -> str | None:
-        """While the Jobs API says PENDING and every node that could take the command is
-        busy: what it asks for and what the cluster has. (PENDING alone also covers the
-        setting up of its runtime env.) While it is queued in the driver: the cap."""
-        if job.is_done:
+        """While the Jobs API says PENDING (the job is not placed) and every node that could
+        take the command is busy: what it asks for and what the cluster has. (PENDING alone
+        also covers the setting up of its runtime env.) While it is queued in the driver:
+        the cap."""
+        if job.status is not JobStatus.PENDING:
             return None
         if self.queued:
             cap = self.ray_client.command_slots.cap
@@ -228,7 +214,7 @@ class CommandJob(JobKind):
                 f"queued in this client: {cap} of its command jobs already run or wait in "
                 f"Ray's Jobs API (max_command_jobs={cap}); it is submitted when one ends"
             )
-        if not self.api_pending:
+        if self.submission_id is None:  # Ray's job agent is not up yet
             return None
         cluster = self.cached_reason(lambda: cluster_says(self.ask))
         if cluster is None:
@@ -247,7 +233,6 @@ class FoundJob(JobKind):
         super().__init__(client)
         self.ray_client = client
         self.submission_id = submission_id  # None: the registry's
-        self.children: tuple[str, ...] = ()
 
     def refresh(self, job: JobRecord) -> float | None:
         self.poll(job)
@@ -264,7 +249,7 @@ class FoundJob(JobKind):
             record = client.registry.call("get", job.job_id)
             if record is None:
                 return True  # unreachable for now: asked again later
-            info = JobInfo(**{k: v for k, v in record.items() if k in JobInfo.model_fields})
+            info = JobInfo(**record)  # the fields of the JobInfo its client recorded
         self.children = info.children
         job.observe(Observed(**{field: getattr(info, field, None) for field in Observed._fields}))
         return not job.is_done
@@ -299,14 +284,13 @@ class FoundJob(JobKind):
 
 
 def api_job_info(details: Any) -> JobInfo:
-    """A Ray Jobs API record of a Fray command job (submitted by any process) as JobInfo
-    (Ray's statuses are Fray's, in capitals)."""
-    metadata = details.metadata or {}
-    job_id = metadata.get("fray_job_id", details.submission_id)
+    """A Ray Jobs API record of a Fray command job (submitted by any process, with its
+    ``fray_job_id`` and ``fray_name`` in the metadata) as JobInfo (Ray's statuses are
+    Fray's, in capitals)."""
     status = JobStatus(details.status.lower())
     return JobInfo(
-        job_id=job_id,
-        name=metadata.get("fray_name", job_id),
+        job_id=details.metadata["fray_job_id"],
+        name=details.metadata["fray_name"],
         status=status,
         attempts=1,
         error=details.message if status is JobStatus.FAILED else None,
