@@ -9,51 +9,37 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 from fray.errors import BackendUnavailableError, InvalidRequestError
 from fray_ray._convert import HEAD_NODE_RESOURCE
 
-__all__ = ["RaySession"]
-
 logger = logging.getLogger("fray.ray")
 
 
-class _Owner:
-    """The thread that starts (or joins) Ray and lives until the session stops it: Ray ties
-    the processes it starts to the thread that started them, so a short-lived thread that
-    first asked for a client must not be the one."""
+class _Owner(threading.Thread):
+    """The thread that starts (or joins) Ray with ``ray.init(**options)`` and lives until
+    ``stopping`` is set, then shuts Ray down: Ray ties the processes it starts to the
+    thread that started them, so a short-lived thread that first asked for a client must
+    not be the one. ``started`` holds what ``ray.init`` returned or raised."""
 
-    def __init__(self, init: Any) -> None:
-        self._init = init
-        self._started = threading.Event()
-        self._stop = threading.Event()
-        self._shutdown_ray = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="fray-ray-owner", daemon=True)
-        self._thread.start()
-        self._started.wait()
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__(name="fray-ray-owner", daemon=True)
+        self.options = options
+        self.started: Future[Any] = Future()
+        self.stopping = threading.Event()
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        import ray
+
         try:
-            self.result = self._init()
+            self.started.set_result(ray.init(**self.options))
         except BaseException as exc:
-            self.error = exc
+            self.started.set_exception(exc)
             return
-        finally:
-            self._started.set()
-        self._stop.wait()
-        if self._shutdown_ray:
-            import ray
-
-            ray.shutdown()
-
-    def stop(self, *, shutdown_ray: bool, timeout: float = 30.0) -> None:
-        """Ends the thread (after ``ray.shutdown()`` where asked); waits up to ``timeout``."""
-        self._shutdown_ray = shutdown_ray
-        self._stop.set()
-        self._thread.join(timeout)
+        self.stopping.wait()
+        ray.shutdown()
 
 
 class RaySession:
@@ -86,27 +72,23 @@ class RaySession:
                 )
             return
         address = address or os.environ.get("RAY_ADDRESS") or None
-
-        def init() -> Any:
-            if address is None:
-                return ray.init(
-                    address="local",
-                    include_dashboard=True,
-                    resources={HEAD_NODE_RESOURCE: 1},
-                    log_to_driver=echo_logs,
-                )
-            return ray.init(address=address, log_to_driver=echo_logs)
-
-        owner = _Owner(init)
-        if owner.error is not None:  # Ray raises bare Exceptions for start-up timeouts
+        options: dict[str, Any] = {"address": address, "log_to_driver": echo_logs}
+        if address is None:  # a local Ray: the dashboard for command jobs, a head node
+            options.update(
+                address="local", include_dashboard=True, resources={HEAD_NODE_RESOURCE: 1}
+            )
+        owner = _Owner(options)
+        owner.start()
+        try:
+            context = owner.started.result()
+        except Exception as error:  # Ray raises bare Exceptions for start-up timeouts
             where = f"at {address}" if address else "(starting a local Ray)"
-            error = owner.error
             raise BackendUnavailableError(
                 f"cannot connect to Ray {where}: {type(error).__name__}: {error}"
             ) from error
         self._owner = owner
         self.owns_ray = address is None
-        self._dashboard = getattr(owner.result, "dashboard_url", None) or None
+        self._dashboard = getattr(context, "dashboard_url", None) or None
 
     def jobs_api(self) -> Any:
         """Ray's ``JobSubmissionClient`` for this cluster (command jobs need the dashboard).
@@ -118,9 +100,10 @@ class RaySession:
             import ray
             from ray.job_submission import JobSubmissionClient
 
-            address = self._dashboard or ray.get_runtime_context().gcs_address
             try:
-                self._jobs_api = JobSubmissionClient(address)
+                self._jobs_api = JobSubmissionClient(
+                    self._dashboard or ray.get_runtime_context().gcs_address
+                )
             except Exception as exc:
                 raise BackendUnavailableError(
                     "command jobs on Ray run through Ray's Jobs API, which needs the Ray "
@@ -133,24 +116,23 @@ class RaySession:
         """The Fray command jobs in the cluster's Jobs API (any driver's), if it is
         reachable (Ray's ``JobDetails``, with ``fray_job_id`` in their metadata)."""
         try:
-            jobs = self.jobs_api().list_jobs()
+            return [d for d in self.jobs_api().list_jobs() if (d.metadata or {}).get("fray_job_id")]
         except Exception as exc:
             logger.debug("Ray Jobs API not reachable: %s", exc)
             return []
-        return [d for d in jobs if (d.metadata or {}).get("fray_job_id")]
 
     def find_command_job(self, job_id: str) -> str | None:
         """The Jobs API submission id of Fray command job ``job_id``, if there is one."""
-        for details in self.command_jobs():
-            if details.metadata.get("fray_job_id") == job_id:
-                return details.submission_id
-        return None
+        found = (
+            d.submission_id for d in self.command_jobs() if d.metadata["fray_job_id"] == job_id
+        )
+        return next(found, None)
 
     def close(self, forget: Any) -> None:
         """Disconnects this process from Ray where this session connected it (stopping the
         local Ray it started), after ``forget()``: what lives in that connection goes with
         it. A connection the session found made is left as it was."""
-        owner = self._owner
-        if owner is not None:
+        if self._owner is not None:
             forget()
-            owner.stop(shutdown_ray=True)
+            self._owner.stopping.set()
+            self._owner.join(30.0)
