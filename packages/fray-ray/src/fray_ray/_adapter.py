@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["PRIVATE_NAMES", "free_per_node"]
-
 logger = logging.getLogger("fray.ray")
 
 PRIVATE_NAMES = ("ray._private.state.available_resources_per_node",)
@@ -30,8 +28,7 @@ def free_per_node() -> dict[str, dict[str, float]] | None:
     try:
         from ray._private.state import available_resources_per_node
 
-        found = available_resources_per_node()
-        return {str(node): {k: float(v) for k, v in res.items()} for node, res in found.items()}
+        return available_resources_per_node()  # {node id (hex): {resource: amount}}
     except Exception as exc:  # moved or failed: the public fallback
         logger.debug("free resources per node unavailable (%s); using the cluster's sum", exc)
         return None

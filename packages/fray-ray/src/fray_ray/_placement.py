@@ -19,24 +19,20 @@ waits, and its pending reason says what no node has.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fray_ray._adapter import free_per_node
 from fray_ray._convert import Ask, amount, label_matches
 
-__all__ = ["ClusterView", "cluster_says", "cluster_view"]
 
-
-@dataclass(frozen=True)
-class _Node:
+class _Node(NamedTuple):
     node_id: str
     alive: bool
     totals: Mapping[str, float]
     labels: Mapping[str, str]
 
 
-@dataclass(frozen=True)
-class ClusterView:
+class ClusterView(NamedTuple):
     """The cluster's nodes as Ray lists them (dead ones too: a cluster may start a
     replacement of the same shape)."""
 
@@ -73,12 +69,7 @@ def cluster_view() -> ClusterView:
 
     return ClusterView(
         [
-            _Node(
-                str(node.get("NodeID")),
-                bool(node.get("Alive")),
-                dict(node.get("Resources") or {}),
-                dict(node.get("Labels") or {}),
-            )
+            _Node(node["NodeID"], node["Alive"], node["Resources"], node.get("Labels") or {})
             for node in ray.nodes()
         ]
     )
@@ -99,8 +90,10 @@ def cluster_says(ask: Ask) -> str | None:
         total = ray.available_resources()
         if ask.fits(total, {}):
             return None
-        sums = _amounts(ask, total)
-        return f"the {len(able)} node(s) that could take it are busy (free in the cluster: {sums})"
+        return (
+            f"the {len(able)} node(s) that could take it are busy (free in the cluster: "
+            f"{_amounts(ask, total)})"
+        )
     busy = [n for n in able if not ask.fits(free.get(n.node_id, {}), n.labels)]
     if len(busy) < len(able):
         return None
