@@ -25,9 +25,7 @@ question (by then the exception asked about has loaded it).
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = [
     "PREEMPTION_ERRORS",
@@ -53,22 +51,12 @@ PREEMPTION_ERRORS: tuple[str, ...] = (
 _MAX_TEXT = 500
 
 
-@functools.cache
-def _preemption_types() -> tuple[type[BaseException], ...]:
-    from ray import exceptions as rx
-
-    return tuple(getattr(rx, name) for name in PREEMPTION_ERRORS)
-
-
 def user_cause(exc: BaseException) -> BaseException | None:
     """The exception the user's code raised on the worker, inside a ``RayTaskError``;
     ``None`` for any other exception."""
     from ray.exceptions import RayTaskError
 
-    if not isinstance(exc, RayTaskError):
-        return None
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, BaseException) else None
+    return exc.cause if isinstance(exc, RayTaskError) else None
 
 
 def first_line(exc: BaseException) -> str:
@@ -87,8 +75,7 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line(exc)}"[:_MAX_TEXT]
 
 
-@dataclass(frozen=True)
-class RayErrorReading:
+class RayErrorReading(NamedTuple):
     """What a Ray error means for the attempt it ended.
 
     Attributes:
@@ -109,13 +96,14 @@ def read_ray_error(exc: BaseException) -> RayErrorReading:
     docstring)."""
     from ray import exceptions as rx
 
-    preemptions = _preemption_types()
+    preemptions = tuple(getattr(rx, name) for name in PREEMPTION_ERRORS)
     cause = user_cause(exc)
     if isinstance(exc, rx.RayTaskError):
         # The user's code raised; if what it raised is a lost actor or node, the attempt
         # was lost with it.
-        kind = "preemption" if isinstance(cause, preemptions) else "failure"
-        return RayErrorReading(kind, error_text(exc), cause)
+        return RayErrorReading(
+            "preemption" if isinstance(cause, preemptions) else "failure", error_text(exc), cause
+        )
     if isinstance(exc, rx.RuntimeEnvSetupError):
         return RayErrorReading("failure", f"runtime environment setup failed: {exc}", None)
     if isinstance(exc, preemptions):
