@@ -19,20 +19,6 @@ from fray import EnvironmentConfig, GpuConfig, JobRequest, ResourceConfig, TpuCo
 from fray.backend import capabilities_of
 from fray.errors import InvalidRequestError
 
-__all__ = [
-    "DISK_RESOURCE",
-    "HEAD_NODE_RESOURCE",
-    "RAY",
-    "Ask",
-    "actor_options",
-    "amount",
-    "command_options",
-    "environment_runtime_env",
-    "label_matches",
-    "runtime_env",
-    "task_options",
-]
-
 RAY = capabilities_of("ray")
 """What Ray refuses in a request (fray-core declares each backend's table once)."""
 
@@ -69,11 +55,10 @@ class Ask:
             name = key.removeprefix("entrypoint_")
             if name in _OPTION_NAMES and value:
                 resources[_OPTION_NAMES[name]] = float(value)
-        accelerator = options.get("accelerator_type")
-        if accelerator:
-            resources[f"accelerator_type:{accelerator}"] = 0.001
-        custom = options.get("resources") or options.get("entrypoint_resources") or {}
-        resources.update({k: float(v) for k, v in custom.items()})
+            elif name == "accelerator_type":
+                resources[f"accelerator_type:{value}"] = 0.001
+            elif name == "resources":
+                resources.update({k: float(v) for k, v in value.items()})
         return cls(resources, dict(options.get("label_selector") or {}))
 
     def describe(self) -> str:
@@ -100,13 +85,12 @@ def amount(name: str, value: float) -> str:
 
 def label_matches(value: str | None, selector: str) -> bool:
     """Ray's label selector syntax: ``v``, ``!v``, ``in(a,b)``, ``!in(a,b)``."""
-    negate = selector.startswith("!")
-    selector = selector.removeprefix("!")
-    if selector.startswith("in(") and selector.endswith(")"):
-        hit = value in {v.strip() for v in selector[3:-1].split(",")}
+    body = selector.removeprefix("!")
+    if body.startswith("in(") and body.endswith(")"):
+        hit = value in {v.strip() for v in body[3:-1].split(",")}
     else:
-        hit = value == selector
-    return hit != negate
+        hit = value == body
+    return hit != selector.startswith("!")
 
 
 def _scheduling(resources: ResourceConfig, disk: bool) -> dict[str, Any]:
