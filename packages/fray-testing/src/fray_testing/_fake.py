@@ -47,6 +47,8 @@ Target = str | Callable[..., Any]
 FakeActorHandle = LocalActorHandle
 FakeActorMethod = LocalActorMethod
 FakeActorGroup = LocalActorGroup
+# The default scripts, one of each: every job they script shares their steps.
+_RUN, _SUCCEED = Run(), Succeed()
 
 
 class FakeActorFuture(Future[Any]):
@@ -163,7 +165,7 @@ class FakeClient(BaseClient):
         return self._default(request)
 
     def _default(self, request: JobRequest) -> Script:
-        return Run() if request.entrypoint.is_callable and self.run_callables else Succeed()
+        return _RUN if request.entrypoint.is_callable and self.run_callables else _SUCCEED
 
     # -- records -----------------------------------------------------------------------------
 
@@ -249,7 +251,7 @@ class FakeClient(BaseClient):
             return Outcome.succeeded(None)
         values: list[Any] = []
         for index in range(job.replicas):
-            sink = job.log if job.replicas == 1 else PrefixedSink(job.log, index)
+            sink = job if job.replicas == 1 else PrefixedSink(job, index)
             try:
                 with binding(self, job=(job.job_id, index, job)), capture_into(sink, False):
                     context = contextvars.copy_context()
