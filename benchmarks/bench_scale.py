@@ -66,6 +66,7 @@ def _cpu_per_job(make: Callable[[], Any], n: int) -> float:
     """Process CPU seconds per job to submit ``n`` trivial jobs and ``wait_all`` them."""
     request = _request()
     with make() as client:
+        gc.collect()  # an earlier sample's garbage is not this sample's cost
         cpu = time.process_time()
         wait_all([client.submit(request) for _ in range(n)], timeout=600)
         return (time.process_time() - cpu) / n
@@ -145,11 +146,13 @@ def bench_ray(repeats: int) -> list[dict[str, Any]]:
         request = _request()
 
         def raw(n: int) -> float:
+            gc.collect()
             start = time.perf_counter()
             ray.get([raw_noop.remote() for _ in range(n)])
             return (time.perf_counter() - start) / n
 
         def fray(n: int) -> float:
+            gc.collect()
             start = time.perf_counter()
             wait_all([client.submit(request) for _ in range(n)], timeout=600)
             return (time.perf_counter() - start) / n
@@ -157,7 +160,7 @@ def bench_ray(repeats: int) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         fray_per_job: dict[int, float] = {}
         for n in NS:
-            rounds = repeats if n < NS[-1] else max(1, repeats // 2)
+            rounds = repeats if n < NS[-1] else max(3, repeats // 2)
             samples = alternate({"raw": lambda n=n: raw(n), "fray": lambda n=n: fray(n)}, rounds)
             fray_per_job[n] = median(samples["fray"])
             ratios = [r / f for r, f in zip(samples["raw"], samples["fray"], strict=True)]
