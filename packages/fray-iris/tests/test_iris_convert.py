@@ -282,11 +282,11 @@ def test_followed_logs_never_repeat_nor_lose_a_line() -> None:
     a, b = (("stdout", 1, "a"), "a"), (("stdout", 3, "b"), "b")
     late = (("stdout", 2, "from kid"), "[job/kid] from kid")
     seen = IrisJob(wire=JobName.from_wire("/root/job"))
-    assert seen.family.merge([a, b]) == ["a", "b"]
-    assert seen.family.merge([a, late, b]) == ["a", "b", "[job/kid] from kid"]
-    assert seen.family.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
-    assert seen.family.merge([a, late, b, b]) == ["a", "b", "[job/kid] from kid", "b"]
-    assert seen.own.merge([a]) == ["a"]
+    assert seen.merge([a, b], children=True) == ["a", "b"]
+    assert seen.merge([a, late, b], children=True) == ["a", "b", "[job/kid] from kid"]
+    assert seen.merge([a, late, b, b], children=True) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.merge([a, late, b, b], children=True) == ["a", "b", "[job/kid] from kid", "b"]
+    assert seen.merge([a], children=False) == ["a"]
 
 
 def test_task_stores_an_error_that_does_not_pickle_as_its_text(
