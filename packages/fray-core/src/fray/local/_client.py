@@ -32,7 +32,7 @@ from typing import Any
 
 from fray._actor import HostedActor
 from fray._model import whole
-from fray._types import ActorConfig, JobRequest, ResourceConfig, TpuConfig
+from fray._types import ActorConfig, EnvironmentConfig, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import BaseClient, ClientSpec, JobRecord, Outcome, capabilities_of
 from fray.backend._capabilities import has_secrets, sets_env_vars
 from fray.errors import InvalidRequestError
@@ -55,12 +55,9 @@ def _not_installed(requirement: str) -> str | None:
     return None
 
 
-def _check_packages(request: JobRequest) -> None:
+def _check_packages(env: EnvironmentConfig) -> None:
     """The local backend installs nothing: ``pip_packages`` and the requirements of the
     project's ``extras`` must already be installed here."""
-    env = request.environment
-    if env is None:
-        return
     for requirement in env.pip_packages:
         name = _not_installed(requirement)
         if name is not None:
@@ -119,7 +116,7 @@ def _needs_process(request: JobRequest) -> bool:
         return request.isolation == "process"
     if not request.entrypoint.is_callable or isinstance(request.resources.device, TpuConfig):
         return True
-    return sets_env_vars(request) or has_secrets(request)
+    return request.environment is not None and (sets_env_vars(request) or has_secrets(request))
 
 
 def _payload(request: JobRequest) -> bytes:
@@ -140,11 +137,11 @@ def _payload(request: JobRequest) -> bytes:
 
 @dataclasses.dataclass(slots=True)
 class LocalData:
-    """What a local job keeps (``JobRecord.data``): whether it runs in processes, its
-    pickled callable, its private folder, the variables delivering its secrets, and the
-    current attempt's replicas."""
+    """What a process job keeps (``JobRecord.data``; a thread job keeps nothing, ``None``,
+    so a finished one is its record and the record's lock): its pickled callable, its
+    private folder, the variables delivering its secrets, and the current attempt's
+    replicas."""
 
-    process: bool
     payload: bytes | None
     workdir: str | None = None
     secrets: dict[str, str] = dataclasses.field(default_factory=dict[str, str])
@@ -209,11 +206,12 @@ class LocalClient(BaseClient):
 
     # -- jobs --------------------------------------------------------------------------------
 
-    def _prepare(self, request: JobRequest) -> LocalData:
-        _check_packages(request)
-        process = _needs_process(request)
-        payload = _payload(request) if process and request.entrypoint.is_callable else None
-        return LocalData(process, payload)
+    def _prepare(self, request: JobRequest) -> LocalData | None:
+        if request.environment is not None:
+            _check_packages(request.environment)
+        if not _needs_process(request):
+            return None
+        return LocalData(_payload(request) if request.entrypoint.is_callable else None)
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
         if self._recorder is not None and job.request is not None:
@@ -222,11 +220,6 @@ class LocalClient(BaseClient):
             what = job.request.entrypoint.describe()
             self._recorder.submitted(self.handle_type(job), secrets, what)
         super()._launch(job, adopt_existing)
-
-    def _placed(self, job: JobRecord) -> None:
-        super()._placed(job)
-        if self._recorder is not None:
-            self._recorder.changed(job.job_id)
 
     def _start_attempt(self, job: JobRecord) -> Outcome | None:
         self.pool.submit(self._attempt, job)
@@ -237,24 +230,23 @@ class LocalClient(BaseClient):
         try:
             if not job.placed():  # stopped while it waited for its turn
                 outcome = Outcome.stopped()
-            elif job.data.process:
-                outcome = run_processes(self, job)
             else:
-                outcome = run_threads(self, job)
+                if self._recorder is not None:
+                    self._recorder.changed(job.job_id)  # placed
+                outcome = run_threads(self, job) if job.data is None else run_processes(self, job)
         except BaseException as exc:  # a bug here: never leave a job hanging
             outcome = Outcome.failed(exc, f"internal error in LocalClient: {exc!r}")
         job.report(outcome)
 
     def _cancel_attempt(self, job: JobRecord) -> float:
-        data: LocalData = job.data
+        data: LocalData | None = job.data
         with job.lock:
+            if data is None:
+                stop_threads(job)
+                return _THREAD_STOP_WAIT_S
             replicas = list(data.replicas)
-            if not data.process:
-                stop_threads(replicas)
-        if data.process:
-            stop_processes(replicas, self.grace)
-            return self.grace + _KILL_WAIT_S
-        return _THREAD_STOP_WAIT_S
+        stop_processes(replicas, self.grace)
+        return self.grace + _KILL_WAIT_S
 
     def job_folder(self, job: JobRecord) -> str:
         """A private (0700) folder for the job's files, removed when it ends."""
@@ -325,5 +317,5 @@ def _kill_all(jobs: dict[str, JobRecord]) -> None:
     """SIGKILLs every process of these jobs (at shutdown, and the client's finalizer)."""
     for job in list(jobs.values()):
         data = job.data
-        if isinstance(data, LocalData) and data.process:
+        if isinstance(data, LocalData):
             signal_replicas(list(data.replicas), signal.SIGKILL)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import contextvars
 import ctypes
-import dataclasses
 import queue
 import threading
 from collections.abc import Callable
@@ -70,23 +69,20 @@ class JobThreads:
             self._work.put(None)
 
 
-@dataclasses.dataclass(slots=True)
-class _Replica:
-    """One thread of a thread attempt."""
-
-    index: int
-    thread_id: int | None = None
-    in_user_code: bool = False
+# The threads running a job's code now (by thread id), with the job: what a stop interrupts.
+# Changed and read under that job's lock, so a stop finds every thread of the job that is in
+# its code, and only those.
+_in_user_code: dict[int, JobRecord] = {}
 
 
-def stop_threads(replicas: list[Any]) -> None:
-    """Under the job's lock: raises :class:`Terminated` in every replica running user code,
-    at its thread's next check of the interpreter's eval breaker (a Python call or loop); a
+def stop_threads(job: JobRecord) -> None:
+    """Under the job's lock: raises :class:`Terminated` in every thread running the job's
+    code, at its next check of the interpreter's eval breaker (a Python call or loop); a
     thread blocked in C (a lock, a socket, ``time.sleep``) sees it only when it returns."""
-    for replica in replicas:
-        if replica.in_user_code and replica.thread_id is not None:
+    for thread_id, running in list(_in_user_code.items()):
+        if running is job:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(replica.thread_id), ctypes.py_object(Terminated)
+                ctypes.c_ulong(thread_id), ctypes.py_object(Terminated)
             )
 
 
@@ -94,52 +90,53 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     """Runs one attempt of a callable job in this thread and one more per extra replica;
     returns its outcome."""
     count = job.replicas
-    replicas = [_Replica(i) for i in range(count)]
-    job.data.replicas = replicas  # read by a stop under the job's lock, set before any runs
-    results: list[Any] = [None] * count
-    errors: list[BaseException | None] = [None] * count
-
-    def run(replica: _Replica) -> None:
-        try:  # a fresh context: what the job's code sets does not outlive it
-            results[replica.index] = contextvars.Context().run(_run_replica, client, job, replica)
-        except BaseException as exc:
-            errors[replica.index] = exc
-
+    outcomes = [Outcome.stopped()] * count
     threads = [
-        threading.Thread(target=run, args=(r,), name=f"fray-{job.job_id}", daemon=True)
-        for r in replicas[1:]
+        threading.Thread(
+            target=contextvars.Context().run,
+            args=(_run_replica, client, job, index, outcomes),
+            name=f"fray-{job.job_id}",
+            daemon=True,
+        )
+        for index in range(1, count)
     ]
     for thread in threads:
         thread.start()
-    run(replicas[0])
+    # Each replica in a fresh context: what the job's code sets does not outlive it.
+    contextvars.Context().run(_run_replica, client, job, 0, outcomes)
     for thread in threads:
         thread.join()
-    if any(isinstance(error, Terminated) for error in errors):
+    if count == 1:
+        return outcomes[0]
+    if any(outcome.kind == "stopped" for outcome in outcomes):
         return Outcome.stopped()
-    failed = [error for error in errors if error is not None]
+    failed = [outcome.cause for outcome in outcomes if outcome.kind == "failed"]
     if failed:
         return Outcome.failed(failed[0], failed_tasks=len(failed))
-    return Outcome.succeeded(results if count > 1 else results[0])
+    return Outcome.succeeded([outcome.value for outcome in outcomes])
 
 
-def _run_replica(client: LocalClient, job: JobRecord, replica: _Replica) -> Any:
+def _run_replica(client: LocalClient, job: JobRecord, index: int, outcomes: list[Outcome]) -> None:
+    """Runs replica ``index`` in this thread; its outcome goes to ``outcomes[index]``. Its
+    output goes through the record, so a job that prints nothing has no log made."""
     entry = job.request.entrypoint  # pyright: ignore[reportOptionalMemberAccess]
     assert entry.callable is not None
     _bound.bound.set((client, None))
-    _bound.job.set((job.job_id, replica.index, job))
-    sink = job.log if job.replicas == 1 else PrefixedSink(job.log, replica.index)
-    previous = route_output(sink, client.echo_logs)
-    replica.thread_id = threading.get_ident()
+    _bound.job.set((job.job_id, index, job))
+    previous = route_output(
+        job if job.replicas == 1 else PrefixedSink(job, index), client.echo_logs
+    )
+    me = threading.get_ident()
     try:
         with job.lock:
             if job.phase is not Phase.RUNNING:
                 raise Terminated
-            replica.in_user_code = True
+            _in_user_code[me] = job
         try:
-            return entry.callable(*entry.args, **entry.kwargs)
+            outcome = Outcome.succeeded(entry.callable(*entry.args, **entry.kwargs))
         finally:
             with job.lock:
-                replica.in_user_code = False
+                del _in_user_code[me]
                 stopping = job.phase is not Phase.RUNNING
             if stopping:
                 # The user code may have returned before a stop injected into it arrived:
@@ -153,10 +150,9 @@ def _run_replica(client: LocalClient, job: JobRecord, replica: _Replica) -> Any:
                 except Terminated:
                     pass
     except Terminated:
-        raise
-    except BaseException:
-        if job.phase is not Phase.RUNNING:
-            raise Terminated from None
-        raise
+        outcome = Outcome.stopped()
+    except BaseException as exc:
+        outcome = Outcome.failed(exc) if job.phase is Phase.RUNNING else Outcome.stopped()
     finally:
         restore_output(previous)
+    outcomes[index] = outcome
