@@ -281,7 +281,7 @@ class IrisActorHandle:
         """Queues a call on this handle's own thread (calls run in the order made)."""
         future = IrisActorFuture()
         with self._lock:
-            if self._executor is None:
+            if self._executor is None:  # at the first queued call: a group may have thousands
                 prefix = f"fray-iris-{self.name}"
                 # Its thread ends once the handle is collected (the executor with it).
                 self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=prefix)
@@ -326,25 +326,22 @@ class IrisActorHandle:
             return "its task has finished (it ended itself, or died with no restarts left)"
         return None
 
-    def _client(self) -> Any:
-        """The actor's RPC client, or ``None`` while its endpoint is not registered."""
-        if self._rpc is None:
-            raw = self._connection()
-            with translate_errors(f"resolve actor {self.name}"):
-                found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
-            if found:
-                self._rpc = ActorServiceClientSync(
-                    address=found, timeout_ms=None, accept_compression=[], http_client=self._http
-                )
-        return self._rpc
-
     def _send(self, request: Any) -> tuple[Any, ConnectError | None]:
-        """One try: the response, or ``None`` and why (``None``: no endpoint yet)."""
+        """One try, through the actor's RPC client (resolved again after a failed try): the
+        response, or ``None`` and why (``None``: its endpoint is not registered)."""
         if self._group is not None and self._group._stopped:  # shut down: refused at once
             raise ActorDiedError(f"actor {self.name} is gone: its group was shut down")
         try:
-            rpc = self._client()
-            return (rpc.call(request) if rpc is not None else None), None
+            if self._rpc is None:
+                raw = self._connection()
+                with translate_errors(f"resolve actor {self.name}"):
+                    found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
+                if not found:
+                    return None, None
+                self._rpc = ActorServiceClientSync(
+                    address=found, timeout_ms=None, accept_compression=[], http_client=self._http
+                )
+            return self._rpc.call(request), None
         except ConnectError as err:
             self._rpc = None
             # New connections from now on: the shared pool may still hold one to the dead
