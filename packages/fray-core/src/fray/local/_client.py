@@ -114,7 +114,7 @@ def _needs_process(request: JobRequest) -> bool:
     must is refused by the local capability table)."""
     if request.isolation != "auto":
         return request.isolation == "process"
-    if not request.entrypoint.is_callable or isinstance(request.resources.device, TpuConfig):
+    if request.entrypoint.callable is None or isinstance(request.resources.device, TpuConfig):
         return True
     return request.environment is not None and (sets_env_vars(request) or has_secrets(request))
 
@@ -184,7 +184,7 @@ class LocalClient(BaseClient):
         self.max_threads = max_threads
         self.echo_logs = echo_logs
         self.grace = grace_seconds()  # checked now, not when a job is being stopped
-        self.pool = JobThreads(max_threads or 1024)
+        self.pool = JobThreads(max_threads or 1024, LocalClient._attempt)
         self._actors = InProcessActors(self, serve_after_end=True)
         self._tmp: str | None = None
         self._finalizer = weakref.finalize(self, _kill_all, self._jobs)
@@ -222,18 +222,23 @@ class LocalClient(BaseClient):
         super()._launch(job, adopt_existing)
 
     def _start_attempt(self, job: JobRecord) -> Outcome | None:
-        self.pool.submit(self._attempt, job)
+        self.pool.submit(job)
         return None
 
-    def _attempt(self, job: JobRecord) -> None:
+    @staticmethod
+    def _attempt(job: JobRecord) -> None:
         """Runs an attempt on a pool thread. Never raises: the job records its outcome."""
         try:
+            client = job.client
+            assert isinstance(client, LocalClient)
             if not job.placed():  # stopped while it waited for its turn
                 outcome = Outcome.stopped()
             else:
-                if self._recorder is not None:
-                    self._recorder.changed(job.job_id)  # placed
-                outcome = run_threads(self, job) if job.data is None else run_processes(self, job)
+                if client._recorder is not None:
+                    client._recorder.changed(job.job_id)  # placed
+                outcome = (
+                    run_threads(client, job) if job.data is None else run_processes(client, job)
+                )
         except BaseException as exc:  # a bug here: never leave a job hanging
             outcome = Outcome.failed(exc, f"internal error in LocalClient: {exc!r}")
         job.report(outcome)

@@ -65,7 +65,7 @@ class LocalJobHandle(BaseJobHandle):
 
     def __init__(self, job_id: JobRecord | str, future: Future[Any] | None = None) -> None:
         if isinstance(job_id, JobRecord):  # the client's own handles
-            super().__init__(job_id)
+            self._job = job_id  # what BaseJobHandle.__init__ does, one call less per submit
             return
         if not isinstance(job_id, str) or not isinstance(future, Future):
             raise InvalidRequestError.for_field(

@@ -10,7 +10,7 @@ import ctypes
 import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fray import _bound
 from fray.backend import JobRecord, Outcome, Phase, PrefixedSink
@@ -25,6 +25,9 @@ class Terminated(BaseException):
     Exception`` in user code does not swallow it)."""
 
 
+_STOPPED = Outcome.stopped()  # an Outcome is immutable: one serves every stopped replica
+
+
 def _deliver_pending() -> None:
     """A Python call: an exception injected into the calling thread is raised here."""
 
@@ -34,19 +37,21 @@ class JobThreads:
     does not keep the driver from exiting); more wait their turn (PENDING). A process attempt
     keeps its thread until its processes have exited, and threads are never retired while
     the client is open: a job's processes die with their thread (``PR_SET_PDEATHSIG``).
-    Work goes through a ``SimpleQueue`` (benchmark row "trivial job submit(...).wait()").
+    Jobs go through a ``SimpleQueue`` (benchmark row "trivial job submit(...).wait()"), and
+    a thread runs ``run(job)`` for each: a function, not a client's bound method, as a
+    thread that waits for work must not keep its client alive.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, run: Callable[[JobRecord], None]) -> None:
         self._size = size
-        self._work: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None]
-        self._work = queue.SimpleQueue()
+        self._run_attempt = run
+        self._work: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
         self._idle: collections.deque[None] = collections.deque()  # a token per idle thread
         self._threads = 0
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        self._work.put((fn, args))
+    def submit(self, job: JobRecord) -> None:
+        self._work.put(job)
         try:
             self._idle.pop()  # an idle thread takes it
         except IndexError:
@@ -56,9 +61,10 @@ class JobThreads:
                     threading.Thread(target=self._run, name="fray-job", daemon=True).start()
 
     def _run(self) -> None:
-        while (item := self._work.get()) is not None:
-            item[0](*item[1])  # records its own outcome and never raises
-            del item  # an idle thread must not keep its last job alive
+        run = self._run_attempt
+        while (job := self._work.get()) is not None:
+            run(job)  # records its own outcome and never raises
+            del job  # an idle thread must not keep its last job alive
             self._idle.append(None)
 
     def close(self) -> None:
@@ -90,7 +96,7 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
     """Runs one attempt of a callable job in this thread and one more per extra replica;
     returns its outcome."""
     count = job.replicas
-    outcomes = [Outcome.stopped()] * count
+    outcomes = [_STOPPED] * count
     threads = [
         threading.Thread(
             target=contextvars.Context().run,
@@ -108,8 +114,8 @@ def run_threads(client: LocalClient, job: JobRecord) -> Outcome:
         thread.join()
     if count == 1:
         return outcomes[0]
-    if any(outcome.kind == "stopped" for outcome in outcomes):
-        return Outcome.stopped()
+    if _STOPPED in outcomes:
+        return _STOPPED
     failed = [outcome.cause for outcome in outcomes if outcome.kind == "failed"]
     if failed:
         return Outcome.failed(failed[0], failed_tasks=len(failed))
@@ -150,9 +156,9 @@ def _run_replica(client: LocalClient, job: JobRecord, index: int, outcomes: list
                 except Terminated:
                     pass
     except Terminated:
-        outcome = Outcome.stopped()
+        outcome = _STOPPED
     except BaseException as exc:
-        outcome = Outcome.failed(exc) if job.phase is Phase.RUNNING else Outcome.stopped()
+        outcome = Outcome.failed(exc) if job.phase is Phase.RUNNING else _STOPPED
     finally:
         restore_output(previous)
     outcomes[index] = outcome
