@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iris.client import IrisClient
+from iris.cluster.log_keys import build_log_source
 from iris.cluster.types import EnvironmentSpec, JobName
 from iris.rpc import job_pb2
 
@@ -118,16 +119,31 @@ def terminate(raw: IrisClient, wire: JobName) -> None:
 def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False) -> list[LogLine]:
     """The job's lines so far, its descendants' included (a prefix query), oldest first;
     with ``tail``, the last ``max_lines``.
+
+    One ``FetchLogs`` call returns at most the log server's page (1,000 lines when
+    ``max_lines`` is 0), so all lines are read page by page, each from the cursor the last
+    page ended at, until a page comes back empty.
     """
-    return log_lines(raw.fetch_task_logs(wire, max_lines=max_lines, tail=tail))
-
-
-def log_lines(entries: list[Any]) -> list[LogLine]:
-    """The neutral views of Iris's ``TaskLogEntry`` list (the same class on 0.2.227)."""
-    return [
-        LogLine(e.task_id.to_wire(), e.source, e.timestamp.epoch_ms(), e.data, e.attempt_id)
-        for e in entries
-    ]
+    source, scope = build_log_source(wire)
+    found: list[LogLine] = []
+    cursor = 0
+    while True:
+        page = raw._cluster_client.fetch_logs(
+            source, match_scope=scope, cursor=cursor, max_lines=max_lines, tail=tail
+        )
+        found += (
+            LogLine(
+                e.key.rpartition(":")[0] or e.key,
+                e.source,
+                e.timestamp.epoch_ms,
+                e.data,
+                e.attempt_id,
+            )
+            for e in page.entries
+        )
+        if tail or not page.entries or page.cursor <= cursor:
+            return sorted(found, key=lambda entry: entry.at_ms)
+        cursor = page.cursor
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:

@@ -2,7 +2,7 @@
 # (pyright runs in the Python 3.11 environment, where marin-iris is 0.2.20.)
 """The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today) through its
 public ``IrisClient`` and ``Job``; ``states``, ``controller_address`` and the builders of
-the neutral views (``job_view``, ``task_view``, ``log_lines``) are 0.2.20's."""
+the neutral views (``job_view``, ``task_view``) and ``logs`` are 0.2.20's."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from iris.rpc import job_pb2
 from rigging.secrets import SecretBehavior
 
 from fray_iris._iris_0_2_20 import controller_address as controller_address
-from fray_iris._iris_0_2_20 import job_view, log_lines, task_view
+from fray_iris._iris_0_2_20 import job_view, task_view
+from fray_iris._iris_0_2_20 import logs as logs
 from fray_iris._iris_0_2_20 import state_name as state_number_name
 from fray_iris._iris_0_2_20 import states as states
-from fray_iris._views import JobView, LogLine, TaskView
+from fray_iris._views import JobView, TaskView
 
 FAILURE_BUDGET = True  # submit(max_task_failures=): failed attempts of the whole job
 CONTAINER_PROFILES: dict[str, int] = dict(job_pb2.ContainerProfile.items())
@@ -80,13 +81,6 @@ def jobs(raw: IrisClient, prefix: str) -> list[JobView]:
 def terminate(raw: IrisClient, wire: JobName) -> None:
     """Stops the job (Iris stops its children too)."""
     raw.job(wire).cancel()
-
-
-def logs(raw: IrisClient, wire: JobName, max_lines: int = 0, tail: bool = False) -> list[LogLine]:
-    """The job's lines so far, its descendants' included (a prefix query), oldest first;
-    with ``tail``, the last ``max_lines``.
-    """
-    return log_lines(raw.job(wire).logs(max_lines=max_lines, tail=tail))
 
 
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:
