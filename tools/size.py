@@ -70,6 +70,14 @@ ALLOWANCES: dict[str, tuple[tuple[str, str, int], ...]] = {
         ("issue 43: disk reserved where nodes advertise it", "RayClient._reserves_disk", 115),
         ("issue 44: the command-job cap", "CommandSlots", 120),
     ),
+    "fray-iris": (
+        (
+            "issue 44: jobs submitted together watched in one round; a submitted job drops "
+            "its entrypoint",
+            "5ec38ba",
+            161,
+        ),
+    ),
     "fray-tpu": (("issue 42: moved out to fray-ray", "ray/errors.py, ray/runtime_env.py", -505),),
 }
 MIN_DOCSTRING_SHARE = 0.12
