@@ -23,7 +23,7 @@ FRAY = {
 }  # fmt: skip
 
 BACKEND = {
-    "ActorMember", "BaseActorGroup", "BaseClient", "BaseJobHandle", "Capabilities",
+    "ActorMember", "BaseActorGroup", "BaseClient", "BaseJobHandle", "CallFuture", "Capabilities",
     "ClientSpec", "HostedActorHandle", "JobRecord", "LogBuffer", "Observed", "Outcome", "Phase",
     "PrefixedSink", "ShutdownEvent", "binding", "capabilities_of", "capture_into",
     "client_from_spec", "isolated_backends", "masker", "parse_client_spec", "register_backend",

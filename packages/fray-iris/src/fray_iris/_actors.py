@@ -23,8 +23,8 @@ from iris.rpc.actor_connect import ActorServiceClientSync
 from pyqwest import SyncClient, SyncHTTPTransport
 
 from fray import ActorConfig, JobStatus
-from fray.backend import ActorMember, BaseActorGroup, Outcome
-from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
+from fray.backend import ActorMember, BaseActorGroup, CallFuture, Outcome
+from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 from fray_iris._convert import line, never_sent, translate_errors
 from fray_iris._views import FINISHED, TASK_FINISHED
 
@@ -68,16 +68,6 @@ class IrisActorGroup(BaseActorGroup):
         self._owner = client
         self._wire = wire
         self._records = records
-
-    def discover_new(self, target: int | None = None) -> list[Any]:
-        """Ready actors not returned before; with ``target``, up to that many in all."""
-        self._refresh(0)
-        with self._cond:
-            room = len(self._members) if target is None else max(target - len(self._yielded), 0)
-            ready = (m for m in self._members if m.status is JobStatus.RUNNING)
-            fresh = [m for m in ready if m.index not in self._yielded][:room]
-            self._yielded.update(m.index for m in fresh)
-        return [m.handle for m in fresh]
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 900.0) -> list[Any]:
         """See ``fray.ActorGroup``; 900 s by default, as the predecessor's Iris groups."""
@@ -139,17 +129,9 @@ class IrisActorGroup(BaseActorGroup):
         return JobStatus.FAILED, ActorDiedError(f"actor {member.name} {why}")
 
 
-class IrisActorFuture(concurrent.futures.Future[Any]):
-    """The pending result of an actor call; see ``fray.ActorFuture``."""
-
-    def result(self, timeout: float | None = None) -> Any:
-        """The call's return value; re-raises the method's own exception."""
-        try:
-            return super().result(timeout)
-        except concurrent.futures.TimeoutError:
-            if self.done():
-                raise
-            raise JobTimeoutError(f"actor call did not finish within {timeout}s") from None
+class IrisActorFuture(CallFuture):
+    """The pending result of an actor call; see ``fray.ActorFuture``. Its ``result``
+    re-raises the method's own exception; its timeout is a ``JobTimeoutError``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

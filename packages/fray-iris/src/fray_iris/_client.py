@@ -45,7 +45,7 @@ from fray_iris import _convert as convert
 from fray_iris._actors import IrisActorGroup
 from fray_iris._convert import job_status, line, translate_errors
 from fray_iris._host import host_actor
-from fray_iris._job import LOGS_WAIT_S, IrisJob, observed
+from fray_iris._job import IrisJob, observed
 from fray_iris._task import ResultStore, default_local_results_url, is_loopback, serving_hosts
 from fray_iris._views import FINISHED, JobView, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
@@ -69,32 +69,6 @@ class IrisJobHandle(BaseJobHandle):
     def iris_job_id(self) -> str:
         """The Iris job id (wire form, ``/<user>/<name>...``)."""
         return self._job.data.iris_id.to_wire()
-
-    def wait(
-        self,
-        timeout: float | None = None,
-        *,
-        raise_on_failure: bool = True,
-        stream_logs: bool = False,
-    ) -> JobStatus:
-        """See ``fray.JobHandle.wait``; ``stream_logs`` prints its lines (children's too) live."""
-        if not stream_logs:
-            return super().wait(timeout, raise_on_failure=raise_on_failure)
-        printer = threading.Thread(target=_print_all, args=(self,), daemon=True)
-        printer.start()
-        try:
-            return super().wait(timeout, raise_on_failure=raise_on_failure)
-        finally:  # its lines end once they are whole (_lines waits for that, bounded)
-            printer.join(LOGS_WAIT_S + POLL_MAX_S if self._job.is_done else 0)
-
-
-def _print_all(handle: IrisJobHandle) -> None:
-    """Prints the job's lines, its children's too, as they come (``wait(stream_logs=True)``)."""
-    try:
-        for text in handle.logs(follow=True, include_children=True):
-            print(text, flush=True)
-    except FrayError as exc:
-        logger.warning("stopped printing the lines of %s: %s", handle.job_id, exc)
 
 
 class IrisClient(BaseClient):

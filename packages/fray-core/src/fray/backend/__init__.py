@@ -9,7 +9,8 @@ calls ``placed()`` and ``report(Outcome)``), :class:`BaseJobHandle` the one job 
 :class:`BaseActorGroup` an actor group over its members' states, :class:`Capabilities` a
 backend's refusals, ``capture_into`` the per-thread stdout/stderr router and ``binding``
 what ``current_client()`` and ``current_actor()`` answer inside user code, ``masker``
-what hides secret env values in a text the engine does not see (an error raised remotely).
+what hides secret env values in a text the engine does not see (an error raised remotely),
+:class:`CallFuture` an actor call's future.
 
 Backends import only public names of fray-core: this module, ``fray``, ``fray.errors``,
 ``fray.environment_variables`` and ``fray.topology``. The conformance suite in
@@ -36,12 +37,14 @@ from fray.backend._hosted_handle import HostedActorHandle
 from fray.backend._outcome import Observed, Outcome
 from fray.backend._output import LogBuffer, PrefixedSink, capture_into
 from fray.backend._record import JobRecord, Phase
+from fray.backend._wire import CallFuture
 
 __all__ = [
     "ActorMember",
     "BaseActorGroup",
     "BaseClient",
     "BaseJobHandle",
+    "CallFuture",
     "Capabilities",
     "ClientSpec",
     "HostedActorHandle",

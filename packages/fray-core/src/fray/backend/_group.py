@@ -196,15 +196,17 @@ class BaseActorGroup:
                 cause = cause.__cause__
         raise ActorError(message) from cause
 
-    def discover_new(self) -> list[Any]:
-        """See ``fray.ActorGroup.discover_new``."""
+    def discover_new(self, target: int | None = None) -> list[Any]:
+        """See ``fray.ActorGroup.discover_new``; with ``target``, up to that many returned in
+        all (marin-fray's Iris groups took it)."""
         self._refresh(0)
         with self._cond:
+            room = len(self._members) if target is None else max(target - len(self._yielded), 0)
             fresh = [
                 m
                 for m in self._members
                 if m.status is JobStatus.RUNNING and m.index not in self._yielded
-            ]
+            ][:room]
             self._yielded.update(m.index for m in fresh)
         return [m.handle for m in fresh]
 

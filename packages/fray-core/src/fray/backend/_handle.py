@@ -3,6 +3,8 @@ differs is asked of the record's client: refresh, lines, value)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, overload
@@ -10,9 +12,13 @@ from typing import Any, Literal, overload
 from fray._model import whole
 from fray._types import JobInfo, JobStatus
 from fray.backend._record import JobRecord
-from fray.errors import InvalidRequestError, JobFailedError, JobTimeoutError
+from fray.errors import FrayError, InvalidRequestError, JobFailedError, JobTimeoutError
+
+logger = logging.getLogger("fray")
 
 _FOLLOW_POLL_S = 0.2
+#: How long ``wait(stream_logs=True)`` waits for an ended job's last lines to be printed.
+_LAST_LINES_S = 60.0
 #: How long a wait lasts before the backend is first asked (``_refresh``) how often to look.
 _FIRST_LOOK_S = 0.1
 
@@ -57,10 +63,25 @@ class BaseJobHandle:
                 return job.is_done
         return True
 
-    def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
-        """Blocks until the job is finished; see ``fray.JobHandle.wait``."""
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        raise_on_failure: bool = True,
+        stream_logs: bool = False,
+    ) -> JobStatus:
+        """Blocks until the job is finished; see ``fray.JobHandle.wait``. ``stream_logs``
+        prints its lines (its children's too) as they come; once the job ended, every one
+        before it returns (as the backend's ``_lines`` says they are whole)."""
         job = self._job
-        if not self._await_end(timeout):
+        printer = None
+        if stream_logs:
+            printer = threading.Thread(target=self._print_lines, daemon=True)
+            printer.start()
+        ended = self._await_end(timeout)
+        if printer is not None and ended:
+            printer.join(_LAST_LINES_S)
+        if not ended:
             why = None
             if job.status is JobStatus.PENDING:  # what it waits for, where the backend can say
                 why = job.client._pending_reason(job)  # pyright: ignore[reportPrivateUsage]
@@ -143,6 +164,14 @@ class BaseJobHandle:
                 time.sleep(step or _FOLLOW_POLL_S)
             else:  # woken by its own new lines, or looks again in a while
                 job.log.wait_for_more(own, step or _FOLLOW_POLL_S)
+
+    def _print_lines(self) -> None:
+        """Prints the job's lines, its children's too, as they come (``wait(stream_logs=True)``)."""
+        try:
+            for text in self.logs(follow=True, include_children=True):
+                print(text, flush=True)
+        except FrayError as exc:
+            logger.warning("stopped printing the lines of %s: %s", self.job_id, exc)
 
     def info(self) -> JobInfo:
         """Attempts, preemptions, failures, error, parent and children."""
