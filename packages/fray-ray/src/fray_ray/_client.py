@@ -8,11 +8,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Collection
 from typing import Any
 
-from fray import ActorConfig, JobInfo, JobRequest, JobStatus, ResourceConfig, TpuConfig
+from fray import ActorConfig, JobInfo, JobRequest, ResourceConfig, TpuConfig
 from fray.backend import ClientSpec, JobRecord
 from fray.errors import (
     BackendUnavailableError,
@@ -28,9 +27,9 @@ from fray_ray._convert import (
     Ask,
     actor_options,
     command_options,
+    environment_runtime_env,
     task_options,
 )
-from fray_ray._convert import runtime_env as make_runtime_env
 from fray_ray._host import LIFETIME_GROUP, host_class
 from fray_ray._jobs import CommandJob, CommandSlots, FoundJob, Poller, api_job_info
 from fray_ray._kinds import CallableJob, KindClient, RayJobHandle, TaskShape, Watcher, await_ends
@@ -45,8 +44,6 @@ logger = logging.getLogger("fray.ray")
 
 DEFAULT_NAMESPACE = "fray"
 DEFAULT_MAX_COMMAND_JOBS = 16  # command jobs of one client in Ray's Jobs API at once
-_ONE_JOB_SLICE_S = 1.0  # a waiter's longest single ray.wait: terminate and Ctrl-C are noticed
-_MANY_JOBS_SLICE_S = 0.1  # the same for wait_all (it fails fast on the first failure)
 
 _job_clients: dict[tuple[str, str], RayClient] = {}
 _job_clients_lock = threading.Lock()
@@ -57,13 +54,11 @@ def job_client(namespace: str, registry: str) -> RayClient:
     worker process and (namespace, registry name), made on first use (it asks Ray nothing
     until it is used)."""
     key = (namespace, registry)
-    client = _job_clients.get(key)
-    if client is None or client.is_shutdown:
-        with _job_clients_lock:
-            client = _job_clients.get(key)
-            if client is None or client.is_shutdown:
-                client = RayClient(namespace=namespace, echo_logs=True, _registry=registry)
-                _job_clients[key] = client
+    with _job_clients_lock:
+        client = _job_clients.get(key)
+        if client is None or client.is_shutdown:
+            client = RayClient(namespace=namespace, echo_logs=True, _registry=registry)
+            _job_clients[key] = client
     return client
 
 
@@ -111,9 +106,10 @@ class RayClient(KindClient):
             in the driver, and their pending reason names the cap (default 16).
 
     A callable job's end is learnt by whoever waits for it, in the waiting thread (one bulk
-    ``ray.wait`` for all the jobs waited on), or, for an attempt still running a second
-    after it started, by callbacks on the client's event thread: done-callbacks and the
-    next attempt run in the thread that noticed the end.
+    ``ray.wait`` for all the jobs waited on), or, for an attempt still running a second or
+    two after it started, by the client's watcher thread (one bulk ``ray.wait`` for all
+    such attempts): done-callbacks and the next attempt run in the thread that noticed the
+    end.
 
     ``shutdown()`` returns within about 40 seconds whatever the jobs do: each job gets 10 s
     (a command job 30 s) to stop before it is recorded STOPPED anyway, actors 10 s to be
@@ -139,11 +135,7 @@ class RayClient(KindClient):
         super().__init__()
         if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
             raise InvalidRequestError.for_field("namespace", namespace, "a non-empty string")
-        if (
-            not isinstance(max_command_jobs, int)
-            or isinstance(max_command_jobs, bool)
-            or (max_command_jobs < 1)
-        ):
+        if type(max_command_jobs) is not int or max_command_jobs < 1:  # a bool is no number
             raise InvalidRequestError.for_field(
                 "max_command_jobs", max_command_jobs, "a whole number >= 1 (default 16)"
             )
@@ -164,8 +156,8 @@ class RayClient(KindClient):
         self._replica = ray.remote(max_retries=0)(one)
         self._replicas = ray.remote(max_retries=0)(many)
         self._last_shape: TaskShape | None = None  # see _shape_for
+        self._last_call: tuple[Any, bytes] | None = None  # see _callable_job
         self._disk_advertised: bool | None = None  # see _reserves_disk
-        self._noted: set[str] = set()  # the notes this client has logged
         self._hosts: dict[type[Any], Any] = {}
 
     @classmethod
@@ -173,12 +165,9 @@ class RayClient(KindClient):
         """``ray``, ``ray?namespace=N&max_command_jobs=N`` or ``ray://host:port[?...]``."""
         spec.reject_unknown({"namespace", "max_command_jobs"}, address=True)
         address = f"ray://{spec.address}" if spec.address is not None else None
-        cap = spec.params.get("max_command_jobs", str(DEFAULT_MAX_COMMAND_JOBS))
-        if not cap.isdigit():
-            raise InvalidRequestError.for_field(
-                "max_command_jobs", cap, "a whole number >= 1 (default 16)"
-            )
-        return cls(address, namespace=spec.params.get("namespace"), max_command_jobs=int(cap))
+        cap: Any = spec.params.get("max_command_jobs", str(DEFAULT_MAX_COMMAND_JOBS))
+        cap = int(cap) if cap.isdigit() else cap  # anything else: __init__ refuses it
+        return cls(address, namespace=spec.params.get("namespace"), max_command_jobs=cap)
 
     def __repr__(self) -> str:
         return f"RayClient(namespace={self.namespace!r}, jobs={len(self._jobs)})"
@@ -196,16 +185,20 @@ class RayClient(KindClient):
         return self._callable_job(request)
 
     def _callable_job(self, request: JobRequest) -> CallableJob:
-        """A callable job: its request's :class:`TaskShape` and its pickled call."""
+        """A callable job: its request's :class:`TaskShape` and its pickled call. A function
+        called without arguments is pickled once while a driver submits it again and again
+        (as Ray pickles a remote function once); arguments are pickled per job."""
         import cloudpickle
 
-        resources, environment = request.resources, request.environment
-        self._check_head_node(resources, "JobRequest.resources.preemptible")
-        own = environment is not None and self._own_workspace(environment.workspace)
-        disk = self._reserves_disk(resources)
-        options, env = task_options(request, disk=disk, own_workspace=own)
-        shape = self._shape_for(options, tuple(env.items()), request.replica_count > 1)
+        key = (request.resources, request.environment, request.replica_count > 1)
+        shape = self._last_shape
+        if shape is None or shape.key != key:
+            shape = self._last_shape = self._shape_for(request, key)
         entry = request.entrypoint
+        bare = not entry.args and not entry.kwargs
+        last = self._last_call
+        if bare and last is not None and last[0] is entry.callable:
+            return CallableJob(self, shape, last[1])
         try:
             call = cloudpickle.dumps((entry.callable, tuple(entry.args), dict(entry.kwargs)))
         except Exception as exc:
@@ -214,54 +207,47 @@ class RayClient(KindClient):
                 entry.describe(),
                 f"must be picklable to run on Ray ({type(exc).__name__}: {exc})",
             ) from exc
+        if bare:
+            self._last_call = (entry.callable, call)
         return CallableJob(self, shape, call)
 
-    def _shape_for(
-        self, options: dict[str, Any], env: tuple[tuple[str, str], ...], many: bool
-    ) -> TaskShape:
-        """The shape of tasks with Ray ``options`` and wrapper ``env`` (for several replicas:
-        of the remote function that takes an index), checked against this cluster once.
-        Ray's ``options()`` checks them and builds a class on every call (45-70 us, a fifth
-        of a trivial job's driver CPU in the row "ray: 200 trivial jobs, submitted
-        together"): the last shape made is used again while a driver submits requests of
-        the same shape (a batch), and its jobs share it (one object, not one per job in
-        the client's history)."""
-        last = self._last_shape
-        if last is not None and (last.options, last.env, last.many) == (options, env, many):
-            return last
+    def _shape_for(self, request: JobRequest, key: tuple[Any, ...]) -> TaskShape:
+        """The shape of the request's tasks (``key``: what it depends on), checked against
+        this cluster. Worked out once per shape: the checks, the options, and Ray's
+        ``options()``, which checks them again and builds a class (45-70 us, a fifth of a
+        trivial job's driver CPU in the row "ray: 200 trivial jobs, submitted together"):
+        the last shape made is used again while a driver submits requests of the same
+        resources and environment (a batch), and its jobs share it (one object, not one
+        per job in the client's history)."""
+        resources, environment = request.resources, request.environment
+        self._check_head_node(resources, "JobRequest.resources.preemptible")
+        own = environment is not None and self._own_workspace(environment.workspace)
+        disk = self._reserves_disk(resources)
+        options, env = task_options(request, disk=disk, own_workspace=own)
         if "pip" in options.get("runtime_env", {}):
             self._check_pip_applies()
         ask = Ask.of(options)
         self._check_placeable(ask)
-        remote = (self._replicas if many else self._replica).options(**options)
-        shape = self._last_shape = TaskShape(options, env, many, remote, ask)
-        return shape
+        remote = (self._replicas if key[2] else self._replica).options(**options)
+        return TaskShape(key, remote, tuple(env.items()), ask)
 
     def _command_job(self, request: JobRequest) -> CommandJob:
         self._check_head_node(request.resources, "JobRequest.resources.preemptible")
         kwargs = command_options(request, disk=self._reserves_disk(request.resources))
         env_vars = dict(request.env_vars)
         env_vars.setdefault("FRAY_CLIENT_SPEC", f"ray?namespace={self.namespace}")
-        kwargs["runtime_env"] = make_runtime_env(request.environment, env_vars)
+        kwargs["runtime_env"] = environment_runtime_env(request.environment, env_vars)
         ask = Ask.of(kwargs)
         self._check_placeable(ask)
         self.jobs_api()
         return CommandJob(self, kwargs, ask)
 
     def _await(self, jobs: Collection[JobRecord], timeout: float | None, wakeup: Any) -> bool:
-        """Waits for the jobs' tasks in this thread, in slices (1 s for one job, 0.1 s for
-        several: ``wait_all`` fails fast): one bulk ``ray.wait`` over every unreported task
-        of their current attempts, then settles those that ended. Jobs learnt otherwise
-        (commands, gangs, found jobs) wait as the engine does."""
-        records = list(jobs)
-        step = _ONE_JOB_SLICE_S if len(records) == 1 else _MANY_JOBS_SLICE_S
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = step if deadline is None else min(step, deadline - time.monotonic())
-            if not await_ends(records, max(left, 0.0)):
-                return super()._await(records, timeout, wakeup)
-            if wakeup.wait(0) or (deadline is not None and time.monotonic() >= deadline):
-                return wakeup.wait(0)
+        """Waits for the jobs' tasks in this thread (see :func:`await_ends`: one bulk
+        ``ray.wait`` per slice over all of them). Jobs learnt otherwise (commands, gangs,
+        found jobs) wait as the engine does."""
+        woken = await_ends(jobs, timeout, wakeup)
+        return super()._await(jobs, timeout, wakeup) if woken is None else woken
 
     def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
         if self.mirrors:  # the driver sees a job submitted from inside a job at once
@@ -283,13 +269,12 @@ class RayClient(KindClient):
         return lines if tail is None else lines[len(lines) - tail :]
 
     def _info(self, job: JobRecord, children: list[str] | None = None) -> JobInfo:
-        data = job.data
         if children is None:
             children = list(self.registry.call("children", job.job_id, default=[]) or [])
-        if data.children:  # a job found by id: the children its record lists
-            children = list(data.children) + [c for c in children if c not in data.children]
         own = [child.job_id for child in job.children]
-        update: dict[str, Any] = {"children": tuple(own + [c for c in children if c not in own])}
+        # Its own children, then (a job found by id) those its record lists, then the registry's.
+        listed = dict.fromkeys([*own, *job.data.children, *children])
+        update: dict[str, Any] = {"children": tuple(listed)}
         if not job.is_done:
             update["pending_reason"] = self._pending_reason(job)
         return job.info(**update)
@@ -297,15 +282,12 @@ class RayClient(KindClient):
     def _job_ended(self, job: JobRecord) -> None:
         super()._job_ended(job)
         if self.mirrors:  # before the job's waiters wake: the driver then sees its end
-            value = job.value if job.status is JobStatus.SUCCEEDED else None
-            lines = [line for _ts, line in job.log.snapshot()]
-            self.registry.call("finish", job.job_id, _fields(job), value, lines)
+            lines = [line for _ts, line in job.log.snapshot()]  # value: set if it succeeded
+            self.registry.call("finish", job.job_id, _fields(job), job.value, lines)
 
     def stop_children_of(self, job_id: str) -> None:
         """Stops the unfinished jobs this client submitted from job ``job_id`` (children do
         not outlive their parent); returns once they have ended."""
-        if not self._jobs:
-            return
         with self._lock:
             children = [j for j in self._jobs.values() if j.parent == job_id and not j.is_done]
         if children:
@@ -338,15 +320,13 @@ class RayClient(KindClient):
             return found
 
     def _found(self, job_id: str) -> RayJobHandle | None:
-        data: FoundJob | None = None
         if isinstance(job_id, str) and self.registry.call("get", job_id) is not None:
             data = FoundJob(self)
-        elif not self.mirrors:
-            submission_id = self.session.find_command_job(job_id)
-            if submission_id is not None:
-                data = FoundJob(self, submission_id)
-        if data is None:
-            return None
+        else:
+            submission_id = None if self.mirrors else self.session.find_command_job(job_id)
+            if submission_id is None:
+                return None
+            data = FoundJob(self, submission_id)
         job = JobRecord(self, job_id, None, data=data)
         job.begin()  # it runs elsewhere: stopping it asks that place (FoundJob.cancel)
         if data.poll(job):
@@ -409,18 +389,13 @@ class RayClient(KindClient):
         Elsewhere the first such request of the client logs a warning naming the value."""
         import ray
 
-        noted = RAY.noted(resources)
-        if not noted or resources is None:
+        if not RAY.noted(resources):
             return False
         if self._disk_advertised is None:
             self._disk_advertised = DISK_RESOURCE in ray.cluster_resources()
-        if self._disk_advertised:
-            return True
-        for note in noted:
-            if note.field not in self._noted:
-                self._noted.add(note.field)
-                logger.warning(note.warning(resources, RAY.title))
-        return False
+        if not self._disk_advertised:
+            RAY.note_once(resources, self._warned)
+        return self._disk_advertised
 
     def _own_workspace(self, workspace: str | None) -> bool:
         """Whether a callable job's ``workspace`` is the driver's own code: the directory
@@ -508,9 +483,10 @@ class RayClient(KindClient):
         config = actor_config or ActorConfig()
         options = actor_options(resources, disk=self._reserves_disk(resources))
         preemptible = resources is None or resources.preemptible
+        ask = Ask.of(options)
         if resources is not None:
             self._check_head_node(resources, "resources.preemptible")
-            self._check_placeable(Ask.of(options), "resources")
+            self._check_placeable(ask, "resources")
         restarts = config.max_restarts
         if restarts is None:
             restarts = -1 if preemptible else 0
@@ -537,7 +513,7 @@ class RayClient(KindClient):
             self.namespace,
             members,
             self._forget_group,
-            ask=Ask.of(options),
+            ask=ask,
             registry=self.registry.name,
         )
         with self._lock:

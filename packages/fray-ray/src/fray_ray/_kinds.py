@@ -10,8 +10,8 @@ own failure error).
 A callable job runs one Ray task per replica per attempt, each with ``max_retries=0``:
 Ray's single retry counter cannot tell a preemption from a bug, so the engine retries,
 charging each end to its budget as :func:`fray_ray.errors.read_ray_error` reads it. The task
-is shaped like the user's own (see :mod:`fray_ray._worker`): its payload is pickled once per
-job, its value comes back as it is, and a user's exception comes back as Ray's
+is shaped like the user's own (see :mod:`fray_ray._worker`): its payload is pickled per
+attempt, its value comes back as it is, and a user's exception comes back as Ray's
 ``RayTaskError`` with the user's as ``cause``.
 
 Two observers learn that a replica ended, and both call :meth:`CallableJob.ended`, which
@@ -20,12 +20,14 @@ attempt is decided once:
 
 - whoever waits (``wait()``, ``result()``, ``wait_all``, ``status()``, ``info()``) runs
   :func:`await_ends` in its own thread: one bulk ``ray.wait`` over every unreported ref of
-  the jobs it waits for, in slices, then ``ray.get`` of those that ended. The engine's
-  follow-ups (the next attempt, done-callbacks) then run in that thread;
-- an attempt that is still running :data:`WATCH_AFTER_S` after it started, whether or not
-  anyone waits, gets a callback on each of its tasks' futures (:class:`Watcher`), handed to
-  the client's event thread; so a job nobody waits on is still retried, and its
-  done-callbacks still run. Attempts that end sooner never run Python on Ray's threads.
+  the jobs it waits for, in slices, then ``ray.get`` of those that ended;
+- an attempt that is still running one or two :data:`WATCH_AFTER_S` after it started,
+  whether or not anyone waits, is waited for the same way by the client's
+  :class:`Watcher` thread, one bulk wait for all such attempts; so a job nobody waits on
+  is still retried, and its done-callbacks still run.
+
+The engine's follow-ups (the next attempt, done-callbacks) run in the thread that noticed
+the end. No Python runs on Ray's own threads (a future's callback would, holding the GIL).
 """
 
 # pyright: standard
@@ -33,12 +35,12 @@ attempt is decided once:
 
 from __future__ import annotations
 
-import collections
 import logging
 import pickle
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from fray import JobStatus
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from fray_ray._client import RayClient
 
 __all__ = [
+    "SLICE_S",
     "WATCH_AFTER_S",
     "CallableJob",
     "JobKind",
@@ -98,8 +101,8 @@ class JobKind:
 
     def collect(self, job: JobRecord, into: dict[Any, Any]) -> bool:
         """Adds the Ray refs whose end would end the current attempt to ``into`` (for
-        whoever waits: see :func:`await_ends`); ``True`` where this kind's
-        ends are learnt through such refs (even when it has none at the moment)."""
+        whoever waits: see :func:`await_ends`); ``True`` where this kind's ends are learnt
+        through such refs (even when it has none at the moment)."""
         del job, into
         return False
 
@@ -214,8 +217,7 @@ class KindClient(BaseClient):
             return state
 
     def _start_attempt(self, job: JobRecord) -> Outcome | None:
-        job.data.start(job)
-        return None
+        return job.data.start(job)
 
     def _cancel_attempt(self, job: JobRecord) -> float:
         return job.data.cancel(job)
@@ -234,57 +236,55 @@ class KindClient(BaseClient):
         job.data.close(job)
 
 
-WATCH_AFTER_S = 1.0  # an attempt still running after this gets callbacks on its futures
+WATCH_AFTER_S = 1.0  # an attempt still running about this long (at most twice) gets callbacks
 CANCEL_GRACE_S = 10.0  # a cancelled attempt that has not ended by then is recorded STOPPED
 _BETWEEN_S = 0.01  # how long a waiter waits for a job whose next attempt is being started
+SLICE_S = 0.1  # a waiter's longest single ray.wait
 
 
 class TaskShape(NamedTuple):
     """What the tasks of requests of one shape run, worked out once per shape and shared by
-    their jobs: the Ray ``options`` and the job wrapper's remote function with them (``many``:
-    the one that takes a replica index), the env vars the wrapper sets, and what each replica
-    asks of a node."""
+    their jobs: the request's ``(resources, environment, several replicas)`` it was made
+    for, the job wrapper's remote function with the Ray options they ask for (for several
+    replicas: the one that takes a replica index), the env vars the wrapper sets, and what
+    each replica asks of a node."""
 
-    options: dict[str, Any]
-    env: tuple[tuple[str, str], ...]
-    many: bool
+    key: tuple[Any, ...]
     remote: Any
+    env: tuple[tuple[str, str], ...]
     ask: Ask
 
 
 class CallableJob(JobKind):
-    """A callable job: its request's :class:`TaskShape`, its pickled ``(fn, args, kwargs)``,
-    its payload (built at its first attempt) and the current attempt's tasks, with what each
-    replica has reported."""
+    """A callable job: its request's :class:`TaskShape`, its pickled ``(fn, args, kwargs)``
+    and the current attempt's tasks, with what each replica has reported (its outcome and
+    printed lines). Each attempt's tasks take one bytes argument, the payload: the job's
+    identity and the pickled call (see :mod:`fray_ray._worker`)."""
 
     def __init__(self, client: RayClient, shape: TaskShape, call: bytes) -> None:
         super().__init__(client)
         self.ray_client = client
         self.shape = shape
         self.call = call
-        self.payload: bytes | None = None
         self.attempt = 0
         self.refs: tuple[Any, ...] = ()
-        self.reported: dict[int, Outcome] | None = None  # None: the attempt is decided
-        self.printed: dict[int, list[str]] = {}
+        # By replica: (outcome, printed lines); None once the attempt is decided.
+        self.reported: dict[int, tuple[Outcome, list[str]]] | None = None
+        self.printed = False  # a replica printed: the registry holds a streamed copy
 
     def start(self, job: JobRecord) -> None:
         """Submits one task per replica of the current attempt."""
-        client, shape = self.ray_client, self.shape
+        client = self.ray_client
         request = job.request
         assert request is not None
         count, attempt = job.replicas, job.begun
         key = None if request.scheduling_timeout is None else f"{job.job_id}#{attempt}"
-        payload = self.payload
-        if payload is None or key is not None:
-            identity = (job.job_id, count, client.namespace, client.registry.name)
-            payload = self.payload = pickle.dumps(
-                (*identity, client.echo_logs, shape.env, key, self.call)
-            )
-        remote = shape.remote.remote
+        where = (client.namespace, client.registry.name, client.echo_logs, self.shape.env)
+        payload = pickle.dumps((job.job_id, count, *where, key, self.call))
+        remote = self.shape.remote.remote
         refs = (remote(payload),) if count == 1 else tuple(remote(payload, i) for i in range(count))
         with job.lock:
-            self.attempt, self.refs, self.reported, self.printed = attempt, refs, {}, {}
+            self.attempt, self.refs, self.reported = attempt, refs, {}
             stopping = job.phase is Phase.STOPPING
         if stopping:  # stopped while its tasks were being submitted
             cancel_refs(refs)
@@ -292,7 +292,7 @@ class CallableJob(JobKind):
             job.placed()  # Ray does not say when a task starts: it runs from its submission
         else:
             self._await_placed(job, attempt, key, float(request.scheduling_timeout or 0))
-        client.watcher.add(job, attempt)
+        client.watcher.add(job)
 
     def _await_placed(self, job: JobRecord, attempt: int, key: str, limit: float) -> None:
         """The attempt is placed once every replica has said it started (the registry
@@ -311,45 +311,23 @@ class CallableJob(JobKind):
             if started >= job.replicas and job.begun == attempt:
                 job.placed()
 
-        ref.future().add_done_callback(lambda future: client._call_soon(answered, future))
+        ref.future().add_done_callback(partial(client._call_soon, answered))
 
     def collect(self, job: JobRecord, into: dict[Any, Any]) -> bool:
         """Adds the current attempt's unreported refs to ``into`` (ref -> who reports it)."""
         with job.lock:
             reported = self.reported
             if reported is not None:
-                attempt = self.attempt
                 for index, ref in enumerate(self.refs):
                     if index not in reported:
-                        into[ref] = (job, self, attempt, index)
+                        into[ref] = (job, self.attempt, index)
         return True
 
     def refresh(self, job: JobRecord) -> float | None:
         """Settles the replicas that have ended, without waiting (``status()``, ``info()``)."""
         if not job.is_done:
-            await_ends([job], 0.0)
+            await_ends([job], 0.0, job)
         return None
-
-    def watch(self, job: JobRecord, attempt: int) -> None:
-        """Calls back, on the client's event thread, when each unreported replica of
-        ``attempt`` ends (the :class:`Watcher`'s thread runs this)."""
-        pending: dict[Any, Any] = {}
-        self.collect(job, pending)
-        soon = self.ray_client._call_soon
-        for ref, (_job, _kind, current, index) in pending.items():
-            if current != attempt:
-                return  # a later attempt: it is watched in its turn
-            ref.future().add_done_callback(
-                lambda future, i=index: soon(self._from_future, job, attempt, i, future)
-            )
-
-    def _from_future(self, job: JobRecord, attempt: int, index: int, future: Any) -> None:
-        try:
-            value = future.result()
-        except Exception as exc:
-            self.ended(job, attempt, index, None, exc)
-        else:
-            self.ended(job, attempt, index, value, None)
 
     def ended(
         self, job: JobRecord, attempt: int, index: int, value: Any, error: BaseException | None
@@ -357,37 +335,40 @@ class CallableJob(JobKind):
         """Replica ``index`` of ``attempt`` ended with ``value`` (or ``error``, what Ray
         raised). The first report per (attempt, replica) counts; the attempt is decided
         once every replica succeeded or one did not (gang semantics: the others are
-        cancelled). Runs in whichever thread noticed the end."""
+        cancelled, and the one that did not is the attempt's outcome). Runs in whichever
+        thread noticed the end."""
         outcome, lines = _outcome_of(value, error)
         with job.lock:
             reported = self.reported
             if attempt != self.attempt or reported is None or index in reported:
                 return
-            reported[index] = outcome
-            if lines:
-                self.printed[index] = lines
+            reported[index] = (outcome, lines)
             if outcome.kind == "succeeded" and len(reported) < job.replicas:
                 return
             self.reported = None
             others = [ref for i, ref in enumerate(self.refs) if i not in reported]
             self.refs = ()
-            printed = self.printed
         if others:
             cancel_refs(others)
-        prefix = job.replicas > 1
-        for i, replica_lines in sorted(printed.items()):
-            tag = f"[{i}] " if prefix else ""
-            job.log.write("".join(f"{tag}{line}\n" for line in replica_lines))
-        job.report(reported[0] if job.replicas == 1 else _decide(job, reported))
+        several = job.replicas > 1
+        for i, (_outcome, printed) in sorted(reported.items()):
+            if printed:
+                self.printed = True
+                prefix = f"[{i}] " if several else ""
+                job.write("\n".join(printed) + "\n", prefix)
+        if several and outcome.kind == "succeeded":
+            outcome = Outcome.succeeded([reported[i][0].value for i in range(job.replicas)])
+        elif several and outcome.exit_code is not None:  # the user's code failed
+            text = f"replica {index}: {outcome.error}"
+            outcome = Outcome.failed(outcome.cause, text, outcome.exit_code)
+        job.report(outcome)
 
     def cancel(self, job: JobRecord) -> float:
         """Cancels the attempt's tasks (and the jobs submitted from them), from the event
         thread (not the engine's timer)."""
 
         def cancel() -> None:
-            with job.lock:
-                refs = list(self.refs)
-            cancel_refs(refs)
+            cancel_refs(self.refs)  # one read of the attempt's tuple of tasks
             self.ray_client.stop_descendants(job.job_id)
 
         self.ray_client._call_soon(cancel)
@@ -396,7 +377,7 @@ class CallableJob(JobKind):
     def close(self, job: JobRecord) -> None:
         """The job has ended: the registry's streamed copy of its output is not read again."""
         client = self.ray_client
-        if not client.mirrors and len(job.log):
+        if self.printed and not client.mirrors:
             client.registry.ref("ended", job.job_id)
 
     def lines(self, job: JobRecord) -> list[str]:
@@ -413,20 +394,19 @@ class CallableJob(JobKind):
         if request is None or job.is_done:
             return None
         if request.scheduling_timeout is None:
-            cluster = self.cached_reason(lambda: cluster_says(ask))
-            if cluster is None:
+            who = "a replica may be"
+        else:
+            key = f"{job.job_id}#{job.begun}"
+            started = self.ray_client.registry.call("wait_placed", key, 0, 0.0, default=[])
+            waiting = job.replicas - len(started or [])
+            if waiting <= 0:
                 return None
-            return f"a replica may be waiting for a node: each asks for {ask.describe()}; {cluster}"
-        key = f"{job.job_id}#{job.begun}"
-        started = self.ray_client.registry.call("wait_placed", key, 0, 0.0, default=[]) or []
-        waiting = job.replicas - len(started)
-        if waiting <= 0:
+            who = f"{waiting} of {job.replicas} replica(s)"
+        says = self.cached_reason(lambda: cluster_says(ask))
+        if says is None and request.scheduling_timeout is None:
             return None
-        says = self.cached_reason(lambda: cluster_says(ask)) or "a node has room: it is starting"
-        return (
-            f"{waiting} of {job.replicas} replica(s) waiting for a node: each asks for "
-            f"{ask.describe()}; {says}"
-        )
+        says = says or "a node has room: it is starting"
+        return f"{who} waiting for a node: each asks for {ask.describe()}; {says}"
 
 
 def _outcome_of(value: Any, error: BaseException | None) -> tuple[Outcome, list[str]]:
@@ -447,69 +427,77 @@ def _outcome_of(value: Any, error: BaseException | None) -> tuple[Outcome, list[
     return Outcome.failed(cause, f"Ray could not run the job: {reading.error}"), lines
 
 
-def _decide(job: JobRecord, reported: dict[int, Outcome]) -> Outcome:
-    """The attempt's outcome from its replicas': every value, or the first failure of the
-    user's code (counting the replicas that failed so), or what Ray's error means."""
-    ordered = [reported[i] for i in sorted(reported)]
-    if all(o.kind == "succeeded" for o in ordered) and len(ordered) == job.replicas:
-        values = [o.value for o in ordered]
-        return Outcome.succeeded(values[0] if job.replicas == 1 else values)
-    user = [(i, reported[i]) for i in sorted(reported) if reported[i].exit_code is not None]
-    if user:
-        index, first = user[0]
-        error = first.error if job.replicas == 1 else f"replica {index}: {first.error}"
-        return Outcome.failed(first.cause, error, first.exit_code, failed_tasks=len(user))
-    return next(o for o in ordered if o.kind != "succeeded")
-
-
-def await_ends(jobs: Sequence[JobRecord], timeout: float) -> bool:
-    """Waits up to ``timeout`` seconds for any replica of ``jobs``' current attempts to end
-    (one bulk ``ray.wait`` over all their unreported refs; for a single ref, ``ray.get``
-    alone: a ``ray.wait`` before it costs a job waited on alone about 20 us) and settles
-    every one that did, in this thread. Returns ``False`` where none of them has a ref to
-    wait for (jobs of other kinds, or callable jobs between two attempts: those return at
-    once)."""
-    import ray
-
+def await_ends(jobs: Collection[JobRecord], timeout: float | None, wakeup: Any) -> bool | None:
+    """Waits in this thread, up to ``timeout`` seconds (``None``: no limit), for the
+    unreported replicas of ``jobs``' current attempts, collected once, and settles each that
+    ends: in slices of :data:`SLICE_S` (``terminate``, timeouts and Ctrl-C are noticed),
+    each one bulk ``ray.wait`` over those still running (for a single ref, ``ray.get``
+    alone: a ``ray.wait`` before it costs a job waited on alone about 20 us), then
+    ``ray.get`` of those that ended. Returns whether ``wakeup`` is set once every one has
+    ended (here or elsewhere), or one has ended here otherwise than succeeded
+    (``wait_all`` fails fast) or begun another attempt (a later call collects it), or the
+    time is up; ``None`` where no job is learnt through refs (the caller waits as the
+    engine does). Collecting once keeps a wait for N jobs O(N), not O(N) per slice."""
     pending: dict[Any, Any] = {}
-    by_refs = False
-    for job in jobs:
-        by_refs = job.data.collect(job, pending) or by_refs
-    if not pending:
-        if by_refs and timeout > 0:  # another thread is deciding or starting an attempt
-            jobs[0].wait(min(timeout, _BETWEEN_S))
-            return True
-        return False
-    refs: list[Any] = list(pending)
-    wait: float | None = timeout
-    if len(refs) > 1:
-        refs, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=False)
-        wait = None  # they have ended
-    if refs:
-        _harvest(refs, pending, wait)
-    return True
+    waited = [job for job in jobs if job.data.collect(job, pending)]
+    if not waited:
+        return None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = SLICE_S if deadline is None else min(SLICE_S, deadline - time.monotonic())
+        if not pending:  # between two attempts: another thread is starting the next
+            waited[0].wait(min(max(left, 0.0), _BETWEEN_S))
+            return wakeup.wait(0)
+        going_on = _settle(pending, max(left, 0.0))
+        if wakeup.wait(0):  # some job ended: those settled elsewhere are not waited for
+            for ref in [ref for ref, (job, _a, _i) in pending.items() if job.is_done]:
+                del pending[ref]
+        if not going_on or not pending:
+            return wakeup.wait(0)
+        if deadline is not None and time.monotonic() >= deadline:
+            return wakeup.wait(0)
 
 
-def _harvest(ready: list[Any], pending: dict[Any, Any], timeout: float | None) -> None:
-    """Reads the refs once they end, waiting up to ``timeout`` (each apart where one failed:
-    ``ray.get`` of a list raises only the first error), and settles their replicas."""
+def _settle(pending: dict[Any, Any], timeout: float) -> bool:
+    """Waits up to ``timeout`` for the ``pending`` refs, reads those that ended (each apart
+    where one failed: ``ray.get`` of a list raises only the first error), settles their
+    replicas and takes them out; ``False`` if a job of theirs has ended otherwise than
+    succeeded or begun another attempt."""
     import ray
     from ray.exceptions import GetTimeoutError
 
+    ready: list[Any] = list(pending)
+    wait: float | None = timeout
+    if len(ready) > 1:
+        ready, _ = ray.wait(ready, num_returns=len(ready), timeout=timeout, fetch_local=False)
+        wait = None  # they have ended
+    if not ready:
+        return True
     try:
-        ends = [(value, None) for value in ray.get(ready, timeout=timeout)]
+        ends = [(value, None) for value in ray.get(ready, timeout=wait)]
     except GetTimeoutError:
-        return
+        return True
     except Exception:
-        ends = []
-        for ref in ready:
-            try:
-                ends.append((ray.get(ref), None))
-            except Exception as exc:
-                ends.append((None, exc))
+        ends = [_read(ref) for ref in ready]
+    going_on = True
     for ref, (value, error) in zip(ready, ends, strict=True):
-        job, kind, attempt, index = pending[ref]
-        kind.ended(job, attempt, index, value, error)
+        job, attempt, index = pending.pop(ref)
+        job.data.ended(job, attempt, index, value, error)
+        if job.is_done:
+            going_on = going_on and job.status is JobStatus.SUCCEEDED
+        elif job.begun != attempt:  # it was retried
+            going_on = False
+    return going_on
+
+
+def _read(ref: Any) -> tuple[Any, BaseException | None]:
+    """What the ended task ``ref`` returned, or the error Ray raises for it."""
+    import ray
+
+    try:
+        return ray.get(ref), None
+    except Exception as exc:
+        return None, exc
 
 
 def cancel_refs(refs: Sequence[Any]) -> None:
@@ -524,66 +512,54 @@ def cancel_refs(refs: Sequence[Any]) -> None:
 
 
 class Watcher:
-    """One thread per client that gives an attempt still running :data:`WATCH_AFTER_S`
-    after it started a callback on each of its tasks' futures (see the module docstring).
-    Adding an attempt wakes no thread unless the queue was empty; the thread wakes about
-    twice per :data:`WATCH_AFTER_S` while attempts are queued, and waits otherwise."""
+    """One thread per client that waits, as a waiter does (:func:`await_ends`), for every
+    attempt still running a second or two after it started (see the module docstring).
+    The attempts started are kept in two lists, one per :data:`WATCH_AFTER_S` tick: at
+    each tick the older list joins the watched jobs and the newer one becomes the older;
+    a tick is one bulk wait for the watched jobs, or a plain wait while there are none.
+    Adding an attempt takes no lock and wakes no thread unless the thread is idle."""
 
     def __init__(self) -> None:
-        self._due: collections.deque[tuple[float, JobRecord, int]] = collections.deque()
+        self._new: list[JobRecord] = []
+        self._old: list[JobRecord] = []
         self._cond = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
-        self._closed = False
+        self._idle = True  # read without the lock: the thread looks again after setting it
+        self._closed = threading.Event()
 
-    def add(self, job: JobRecord, attempt: int) -> None:
-        """Queues ``attempt`` of ``job`` (the thread that starts it runs this)."""
-        entry = (time.monotonic() + WATCH_AFTER_S, job, attempt)
-        with self._cond:
-            self._due.append(entry)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="fray-ray-watch", daemon=True
-                )
-                self._thread.start()
-            elif len(self._due) == 1:
+    def add(self, job: JobRecord) -> None:
+        """Queues ``job``'s current attempt (the thread that starts it runs this)."""
+        self._new.append(job)
+        if self._idle:
+            with self._cond:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="fray-ray-watch", daemon=True
+                    )
+                    self._thread.start()
                 self._cond.notify()
 
     def close(self) -> None:
-        """Stops the thread (the client is shut down)."""
+        """Stops the thread (the client is shut down) within a tick."""
+        self._closed.set()
         with self._cond:
-            self._closed = True
-            self._due.clear()
             self._cond.notify()
 
     def _run(self) -> None:
-        while True:
-            ready = self._next_due()
-            if ready is None:
-                return
-            self._watch(ready)
-            del ready  # this frame keeps no job while it waits
-
-    def _next_due(self) -> list[tuple[float, JobRecord, int]] | None:
-        """Waits for queued attempts to be due and takes them; ``None`` once closed."""
-        due = self._due
-        with self._cond:
-            while not self._closed and (not due or due[0][0] > time.monotonic()):
-                wait = due[0][0] - time.monotonic() if due else None
-                self._cond.wait(None if wait is None else max(wait, WATCH_AFTER_S / 2))
-            if self._closed:
-                return None
-            now = time.monotonic()
-            ready = []
-            while due and due[0][0] <= now:
-                ready.append(due.popleft())
-            return ready
-
-    @staticmethod
-    def _watch(ready: list[tuple[float, JobRecord, int]]) -> None:
-        for _when, job, attempt in ready:
-            if job.is_done:
-                continue
+        cond, closed = self._cond, self._closed
+        watched: list[JobRecord] = []
+        while not closed.is_set():
+            with cond:
+                if not watched:
+                    self._idle = True
+                    cond.wait_for(lambda: closed.is_set() or self._new or self._old)
+                    self._idle = False
+                    cond.wait(WATCH_AFTER_S)  # a tick, not synchronisation
+                due, self._old, self._new = self._old, self._new, []
+            watched = [job for job in dict.fromkeys([*watched, *due]) if not job.is_done]
+            del due  # this frame keeps no job while it waits
             try:
-                job.data.watch(job, attempt)
+                await_ends(watched, WATCH_AFTER_S, closed)
             except Exception:
-                logger.exception("watching the tasks of %s failed", job.job_id)
+                logger.exception("waiting for the tasks of %d jobs failed", len(watched))
+                closed.wait(WATCH_AFTER_S)

@@ -25,11 +25,10 @@ import os
 import pickle
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-from fray.backend import binding, capture_into
+from fray.backend import Outcome, binding, capture_into
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 from fray_ray._registry import RegistryLink
 
@@ -65,7 +64,7 @@ class _Output:
             if first:
                 self.sent = 0
         if first:
-            _stream(self)
+            _FLUSHER.add(self)
 
     def close(self) -> list[str]:
         """The whole output; stops streaming it."""
@@ -73,39 +72,50 @@ class _Output:
             if self.partial:
                 self.lines.append(self.partial)
                 self.partial = ""
-        with _active_lock:
-            _active.pop(self.job_id, None)
+        _FLUSHER.remove(self)
         return self.lines
 
 
-_active: dict[str, _Output] = {}
-_active_lock = threading.Lock()
-_flusher: list[threading.Thread] = []
+class _Flusher:
+    """Streams the new lines of a worker process's running replicas to their registries
+    every half second, from one daemon thread started with the first line."""
+
+    def __init__(self) -> None:
+        self._outputs: dict[str, _Output] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, output: _Output) -> None:
+        with self._lock:
+            self._outputs[output.job_id] = output
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="fray-log-flush", daemon=True
+                )
+                self._thread.start()
+
+    def remove(self, output: _Output) -> None:
+        with self._lock:
+            self._outputs.pop(output.job_id, None)
+
+    def _run(self) -> None:
+        links: dict[str, RegistryLink] = {}
+        while True:
+            time.sleep(_FLUSH_INTERVAL)  # the streaming cadence, not synchronisation
+            with self._lock:
+                outputs = list(self._outputs.values())
+            for output in outputs:
+                with output.lock:
+                    lines = output.lines[output.sent :]
+                    output.sent += len(lines)
+                if lines:
+                    link = links.setdefault(
+                        output.registry, RegistryLink(output.registry, quiet=True)
+                    )
+                    link.ref("append_logs", output.job_id, lines)
 
 
-def _stream(output: _Output) -> None:
-    with _active_lock:
-        _active[output.job_id] = output
-        if not _flusher or not _flusher[0].is_alive():
-            _flusher[:] = [threading.Thread(target=_flush_loop, name="fray-log-flush", daemon=True)]
-            _flusher[0].start()
-
-
-def _flush_loop() -> None:
-    links: dict[str, RegistryLink] = {}
-    while True:
-        time.sleep(_FLUSH_INTERVAL)  # the streaming cadence, not synchronisation
-        with _active_lock:
-            pending = list(_active.values())
-        for output in pending:
-            with output.lock:
-                lines = output.lines[output.sent :]
-                output.sent += len(lines)
-            if lines:
-                link = links.setdefault(output.registry, RegistryLink(output.registry, quiet=True))
-                link.ref("append_logs", output.job_id, lines)
-
-
+_FLUSHER = _Flusher()
 _LINES_ATTRIBUTE = "_fray_lines"  # where a failure's output lines travel
 
 
@@ -141,13 +151,6 @@ def printed_lines(error: BaseException) -> list[str]:
     return error.__dict__.pop(_LINES_ATTRIBUTE, None) or []
 
 
-def _exit_code(exc: BaseException) -> int:
-    """What a ``BaseException`` that is not an ``Exception`` means as an exit code (as a
-    process would exit: ``sys.exit(0)`` still ends the job as failed, with code 1)."""
-    code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
-    return code or 1
-
-
 def _portable(exc: Exception) -> Exception:
     """``exc`` if it makes the round trip through pickling (Ray sends it to the driver,
     which must rebuild it); else a ``RuntimeError`` with its type and text."""
@@ -160,6 +163,14 @@ def _portable(exc: Exception) -> Exception:
     return exc
 
 
+def _call(call: bytes) -> Any:
+    """Runs the cloudpickled ``(fn, args, kwargs)``."""
+    import cloudpickle
+
+    fn, args, kwargs = cloudpickle.loads(call)
+    return fn(*args, **kwargs)
+
+
 def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[bytes, int], Any]]:
     """The task functions of a callable job's replica (each made a Ray remote function once
     per client): for a job of one replica, and for one of several (which also takes the
@@ -170,8 +181,6 @@ def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[byt
         return execute(payload, 0)
 
     def execute(payload: bytes, index: int) -> Any:
-        import cloudpickle
-
         job_id, count, namespace, registry, echo, env, placed_key, call = pickle.loads(payload)
         if placed_key is not None:  # a scheduling_timeout: say this replica started
             RegistryLink(registry, quiet=True).ref("placed", placed_key, index)
@@ -181,16 +190,11 @@ def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[byt
         saved = {key: os.environ.get(key) for key in variables}
         os.environ.update(variables)
         output = _Output(job_id, registry)
-        failure: BaseException | None = None
-        value: Any = None
         try:
             with binding(client, job=(job_id, index)), capture_into(output, echo):
-                try:
-                    fn, args, kwargs = cloudpickle.loads(call)
-                    value = fn(*args, **kwargs)
-                except BaseException as exc:
-                    traceback.print_exc()  # into the job's output
-                    failure = exc
+                outcome = Outcome.of_call(_call, call)
+                if outcome.trace:
+                    print(outcome.trace, end="")  # into the job's output
             client.stop_children_of(job_id)  # children do not outlive their parent
         finally:
             for key, old in saved.items():
@@ -199,10 +203,11 @@ def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[byt
                 else:
                     os.environ[key] = old
         lines = output.close()
-        if failure is None:
-            return Printed(value, lines) if lines else value
-        if not isinstance(failure, Exception):
-            failure = JobExit(_exit_code(failure), f"{type(failure).__name__}: {failure}")
+        if outcome.kind == "succeeded":
+            return Printed(outcome.value, lines) if lines else outcome.value
+        failure = outcome.cause
+        if not isinstance(failure, Exception):  # SystemExit: Ray would end the worker
+            failure = JobExit(outcome.exit_code or 1, outcome.error or "")
         failure = _portable(failure)
         if lines:
             failure.__dict__[_LINES_ATTRIBUTE] = lines
