@@ -213,15 +213,13 @@ class LocalClient(BaseClient):
             return None
         return LocalData(_payload(request) if request.entrypoint.is_callable else None)
 
-    def _launch(self, job: JobRecord, adopt_existing: bool) -> None:
-        if self._recorder is not None and job.request is not None:
+    def _start_attempt(self, job: JobRecord) -> Outcome | None:
+        if self._recorder is not None and job.begun == 1 and job.request is not None:
+            # Recorded as its first attempt starts, which is as it is submitted.
             env = job.request.environment
             secrets = {} if env is None else {**env.env_vars, **env.secrets}
             what = job.request.entrypoint.describe()
             self._recorder.submitted(self.handle_type(job), secrets, what)
-        super()._launch(job, adopt_existing)
-
-    def _start_attempt(self, job: JobRecord) -> Outcome | None:
         self.pool.submit(job)
         return None
 
@@ -269,9 +267,11 @@ class LocalClient(BaseClient):
         super()._job_ended(job)  # its files go before anyone waiting sees it ended
         if self._recorder is not None:
             self._recorder.ended(job.job_id, job.log.snapshot())
-        workdir = job.data.workdir if isinstance(job.data, LocalData) else None
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        data = job.data
+        if isinstance(data, LocalData):
+            data.payload = None  # the history keeps no pickled callables
+            if data.workdir is not None:
+                shutil.rmtree(data.workdir, ignore_errors=True)
 
     # -- actors ------------------------------------------------------------------------------
 

@@ -190,6 +190,8 @@ def run_processes(client: LocalClient, job: JobRecord) -> Outcome:
             bad = replica
             if left:
                 stop_processes(replicas, client.grace)
+    with job.lock:  # all have exited: nothing for a stop or a shutdown to signal, or to keep
+        data.replicas = []
     return _outcome(job, replicas, bad)
 
 
