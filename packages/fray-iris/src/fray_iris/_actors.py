@@ -91,19 +91,19 @@ class IrisActorGroup(BaseActorGroup):
             names = line.endpoints(raw, prefix)
             tasks = {t.task_index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
         # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's one.
-        finished = {str(i) for i, t in tasks.items() if t.state in TASK_FINISHED}
-        ready = {n[len(prefix) :] for n in names} - finished
+        finished = {i for i, t in tasks.items() if t.state in TASK_FINISHED}
+        ready = {int(n[len(prefix) :]) for n in names} - finished
         ended = None
         # The client's watcher follows the job: its record says whether it ended.
-        if self.job._job.is_done and any(str(m.index) not in ready for m in live):
+        if self.job._job.is_done and any(m.index not in ready for m in live):
             info = self.job.info()  # not stopped by this group: its actors died
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
             ended = JobStatus.FAILED, error
-        elif tasks and finished == {str(i) for i in tasks}:
+        elif tasks and finished == tasks.keys():
             ended = JobStatus.PENDING, None  # the job ends with its tasks: its record says how
         for member in live:
-            if str(member.index) in ready:
+            if member.index in ready:
                 member.set_status(JobStatus.RUNNING)
             else:
                 member.set_status(*self._end(member, tasks.get(member.index), ended))

@@ -133,8 +133,8 @@ class IrisClient(BaseClient):
             self._reopen() if self._reopen else getattr(ctx, "client", None)
         )
         self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
-        url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL) or None
-        if url is None and is_loopback(self.address):
+        url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL)
+        if not url and is_loopback(self.address):
             url = default_local_results_url()
         self.results = ResultStore(url) if url else None
         #: Where return values are stored, or ``None`` if no location is configured.
@@ -418,9 +418,14 @@ class IrisClient(BaseClient):
             view = line.status(self.iris, wire)
         fray_id = fray_job_id(view.job_id)
         parent = fray_job_id(view.parent) if view.parent else None
-        replicas = max(view.tasks, 1)
-        data = IrisJob(wire=wire)
-        job = JobRecord(self, fray_id, parent=parent, name=wire.name, replicas=replicas, data=data)
+        job = JobRecord(
+            self,
+            fray_id,
+            parent=parent,
+            name=wire.name,
+            replicas=max(view.tasks, 1),
+            data=IrisJob(wire=wire),
+        )
         job.begin()
         with self._lock:
             job = self._found.setdefault(fray_id, job)
