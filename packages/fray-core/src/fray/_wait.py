@@ -55,7 +55,7 @@ class _Progress:
 
     def __init__(self, enabled: bool | None, total: int, stream: TextIO) -> None:
         self._stream = stream
-        self._enabled = stream.isatty() if enabled is None else enabled
+        self.enabled = stream.isatty() if enabled is None else enabled
         self._after = 0.0 if enabled else _PROGRESS_AFTER_S  # on a terminal: after a second
         self._total = total
         self._start = time.monotonic()
@@ -63,7 +63,7 @@ class _Progress:
         self._drawn = False
 
     def update(self, done: int, failed: int, *, final: bool = False) -> None:
-        if not self._enabled:
+        if not self.enabled:
             return
         now = time.monotonic()
         if now - self._start < self._after and not self._drawn:
@@ -211,13 +211,16 @@ def wait_all(
                 f"wait_all timed out after {timeout}s with {len(pending)} of {total} {what} "
                 f"unfinished{shown if unfinished else ''}"
             )
-        wait_for = interval if polled else _PROGRESS_EVERY_S
+        # Nothing to poll and no counter to redraw: the backends wait until a job ends (Ray
+        # learns ends in this thread: one bulk wait for the whole time, not one per slice).
+        wait_for = interval if polled else _PROGRESS_EVERY_S if bar.enabled else None
         if deadline is not None:
-            wait_for = min(wait_for, max(deadline - now, 0.0))
+            left = max(deadline - now, 0.0)
+            wait_for = left if wait_for is None else min(wait_for, left)
         looked = True
         waiting = [(c, jobs) for c, jobs in by_client.items() if jobs]
         if len(waiting) > 1:  # each backend in turn, a short slice each
-            wait_for = min(wait_for, _SHARED_SLICE_S)
+            wait_for = _SHARED_SLICE_S if wait_for is None else min(wait_for, _SHARED_SLICE_S)
         woken = False
         for client, jobs_of_client in waiting:
             woken = client._await(jobs_of_client.values(), wait_for, ended) or woken  # pyright: ignore[reportPrivateUsage]
