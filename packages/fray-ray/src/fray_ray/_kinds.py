@@ -159,7 +159,13 @@ class RayJobHandle(BaseJobHandle):
 
     __slots__ = ()
 
-    def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True) -> JobStatus:
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        raise_on_failure: bool = True,
+        stream_logs: bool = False,
+    ) -> JobStatus:
         """Blocks until the job is finished; see ``fray.JobHandle.wait``.
 
         Raises:
@@ -168,7 +174,7 @@ class RayJobHandle(BaseJobHandle):
             JobFailedError: Any other job FAILED and ``raise_on_failure`` is set.
             JobTimeoutError: ``timeout`` passed first.
         """
-        status = super().wait(timeout, raise_on_failure=False)
+        status = super().wait(timeout, raise_on_failure=False, stream_logs=stream_logs)
         if status is JobStatus.FAILED and raise_on_failure:
             job = self._job
             raise job.data.failure(job)
