@@ -15,6 +15,7 @@ const ui = {
   tail: 200,
   timer: null,
   typing: null,             // the prefix filter applies once typing pauses
+  jobsDrawn: 0,             // the latest renderJobs: an earlier one still awaiting draws nothing
   route: null,
   sources: [],
 };
@@ -176,6 +177,7 @@ function pager(total, shown, go) {
 
 async function renderJobs() {
   const f = ui.filters;
+  const mine = ++ui.jobsDrawn;  // a filter change or a poll may start another while this one awaits
   if (!ui.sources.length) ui.sources = (await api("sources")).sources;  // their names, once
   const page = await api("jobs", { source: f.source, state: f.state, prefix: f.prefix, offset: ui.offset, limit: PAGE });
   banners(page.errors);
@@ -187,7 +189,7 @@ async function renderJobs() {
   const table = page.jobs.length
     ? h("table", { id: "jobs" }, h("thead", {}, head), h("tbody", {}, body))
     : empty("No jobs match. Local runs are recorded by 'fray run' and by LocalClient(record=True).");
-  if (ui.route !== "jobs") return;
+  if (ui.route !== "jobs" || mine !== ui.jobsDrawn) return;
   document.getElementById("view").replaceChildren(h("h1", {}, "Jobs"), jobFilters(), table,
     pager(page.total, page.jobs.length, (offset) => { ui.offset = offset; renderJobs(); }));
   stamp(plural(page.total, "top-level job"));
