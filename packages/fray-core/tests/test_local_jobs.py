@@ -115,6 +115,29 @@ def test_lines_of_replicas_writing_at_once_stay_whole(client: LocalClient) -> No
     assert sorted(procs.logs()) == ["[0] tail 0", "[1] tail 1"]
 
 
+def print_after(go: threading.Event) -> None:
+    print("early")
+    go.wait(30)
+    print("late")
+
+
+def test_a_timed_out_streaming_wait_prints_nothing_more(
+    client: LocalClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    go = threading.Event()
+    job = client.submit(req(print_after, go))
+    with pytest.raises(JobTimeoutError):
+        job.wait(timeout=0.2, stream_logs=True)
+    go.set()
+    assert job.wait(timeout=30, stream_logs=True) is JobStatus.SUCCEEDED
+    for thread in threading.enumerate():  # the printers, the timed-out wait's too
+        if thread.name == job.job_id:
+            thread.join(30)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed.count("late") == 1  # by the second wait alone
+    assert printed[-2:] == ["early", "late"]
+
+
 _ECHO_DRIVER = """
 import sys
 from pathlib import Path

@@ -74,13 +74,17 @@ class BaseJobHandle:
         prints its lines (its children's too) as they come; once the job ended, every one
         before it returns (as the backend's ``_lines`` says they are whole)."""
         job = self._job
-        printer = None
-        if stream_logs:
-            printer = threading.Thread(target=self._print_lines, daemon=True)
+        printer = done = None
+        if stream_logs:  # ``done``: set once this wait returns, so a timed-out wait prints no more
+            done = threading.Event()
+            printer = threading.Thread(
+                target=self._print_lines, args=(done,), name=job.job_id, daemon=True
+            )
             printer.start()
         ended = self._await_end(timeout)
-        if printer is not None and ended:
-            printer.join(_LAST_LINES_S)
+        if printer and done:
+            printer.join(_LAST_LINES_S if ended else 0.0)
+            done.set()
         if not ended:
             why = None
             if job.status is JobStatus.PENDING:  # what it waits for, where the backend can say
@@ -165,10 +169,13 @@ class BaseJobHandle:
             else:  # woken by its own new lines, or looks again in a while
                 job.log.wait_for_more(own, step or _FOLLOW_POLL_S)
 
-    def _print_lines(self) -> None:
-        """Prints the job's lines, its children's too, as they come (``wait(stream_logs=True)``)."""
+    def _print_lines(self, done: threading.Event) -> None:
+        """Prints the job's lines, its children's too, as they come (``wait(stream_logs=True)``),
+        until the job ends or the wait that started it returns (``done``)."""
         try:
             for text in self.logs(follow=True, include_children=True):
+                if done.is_set():
+                    return
                 print(text, flush=True)
         except FrayError as exc:
             logger.warning("stopped printing the lines of %s: %s", self.job_id, exc)
