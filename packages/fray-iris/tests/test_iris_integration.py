@@ -289,7 +289,7 @@ def test_hosted_actor_is_an_endpoint_of_its_job_while_it_serves(iris_client: Iri
         wire = JobName.from_wire(job.iris_job_id)
         found = line.endpoint(iris_client.iris, wire, endpoint)
         host, port = hosted.handle.address
-        assert found == f"{host}:{port}"
+        assert [registration.url for registration in found] == [f"{host}:{port}"]
         assert host == "127.0.0.1"  # the controller is on this machine
         assert hosted.handle.end() == "ending"  # its shutdown_event: it stops serving
         _eventually(

@@ -236,6 +236,8 @@ class IrisActorHandle:
         self._group = group
         self._raw: Any = None  # an Iris client of its own, outside a job and a group
         self._rpc: Any = None
+        self._at: str | None = None  # the id Iris gave the registration _rpc calls
+        self._lost: str | None = None  # that of one a call was interrupted in (see _send)
         # After an interrupted call, a connection pool of its own (see _client).
         self._http: SyncClient | None = None
         self._lock = threading.Lock()
@@ -310,7 +312,13 @@ class IrisActorHandle:
 
     def _send(self, request: Any) -> tuple[Any, ConnectError | None]:
         """One try, through the actor's RPC client (resolved again after a failed try): the
-        response, or ``None`` and why (``None``: its endpoint is not registered)."""
+        response, or ``None`` and why (``None``: its endpoint is not registered, or only in
+        a process that does not answer).
+
+        A process killed mid-call may still take a connection for a moment, and reset it: a
+        call sent there would fail as if interrupted again. So the registration a call was
+        interrupted in comes last, and is called only once its server answers a health check
+        (which runs nothing of the actor's); the actor's next attempt registers anew."""
         if self._group is not None and self._group._stopped:  # shut down: refused at once
             raise ActorDiedError(f"actor {self.name} is gone: its group was shut down")
         try:
@@ -320,9 +328,19 @@ class IrisActorHandle:
                     found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
                 if not found:
                     return None, None
-                self._rpc = ActorServiceClientSync(
-                    address=found, timeout_ms=None, accept_compression=[], http_client=self._http
+                found.sort(key=lambda e: e.actor_id == self._lost)
+                rpc = ActorServiceClientSync(
+                    address=found[0].url,
+                    timeout_ms=None,
+                    accept_compression=[],
+                    http_client=self._http,
                 )
+                if found[0].actor_id == self._lost:
+                    try:
+                        rpc.health_check(actor_pb2.Empty())
+                    except ConnectError:  # that process is dying
+                        return None, None
+                self._rpc, self._at = rpc, found[0].actor_id
             return self._rpc.call(request), None
         except ConnectError as err:
             self._rpc = None
@@ -350,9 +368,11 @@ class IrisActorHandle:
                 raise ActorDiedError(f"actor {self.name} is gone: {gone}") from err
             if err is None or never_sent(err):
                 patience.wait(self.name, err)
+                continue
             # The actor may have run the call; its task lives: it restarts, the outcome is
             # lost. Sent again, it resolves the actor again: waits for it to restart.
-            elif not patience.resend():
+            self._lost = self._at
+            if not patience.resend():
                 raise ActorUnavailableError(
                     f"actor {self.name}: {method} was interrupted ({err.code.value}: "
                     f"{err.message}); the actor may have died mid-call, and a call is "

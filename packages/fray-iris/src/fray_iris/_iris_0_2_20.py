@@ -151,10 +151,10 @@ def endpoints(raw: IrisClient, prefix: str) -> list[str]:
     return [e.name for e in raw._cluster_client.list_endpoints(prefix)]
 
 
-def endpoint(raw: IrisClient, wire: JobName, name: str) -> str | None:
-    """The address of the endpoint ``name`` of the job ``wire``, or ``None``."""
-    found = raw.resolver_for_job(wire).resolve(name).endpoints
-    return found[0].url if found else None
+def endpoint(raw: IrisClient, wire: JobName, name: str) -> list[Any]:
+    """The registrations of the endpoint ``name`` of the job ``wire`` (also 0.2.227's): each
+    has its address (``url``) and the id Iris gave that registration (``actor_id``)."""
+    return raw.resolver_for_job(wire).resolve(name).endpoints
 
 
 def controller_address(raw: Any) -> str | None:

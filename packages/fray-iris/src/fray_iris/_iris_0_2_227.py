@@ -1,8 +1,8 @@
 # pyright: standard, reportMissingImports=false, reportAttributeAccessIssue=false, reportCallIssue=false
 # (pyright runs in the Python 3.11 environment, where marin-iris is 0.2.20.)
 """The marin-iris 0.2.227 line (Python 3.12 and 3.13, what Iris users run today) through its
-public ``IrisClient`` and ``Job``; ``states``, ``controller_address`` and the builders of
-the neutral views (``job_view``, ``task_view``) and ``logs`` are 0.2.20's."""
+public ``IrisClient`` and ``Job``; ``states``, ``controller_address``, ``endpoint``, the
+builders of the neutral views (``job_view``, ``task_view``) and ``logs`` are 0.2.20's."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from iris.rpc import job_pb2
 from rigging.secrets import SecretBehavior
 
 from fray_iris._iris_0_2_20 import controller_address as controller_address
+from fray_iris._iris_0_2_20 import endpoint as endpoint
 from fray_iris._iris_0_2_20 import job_view, task_view
 from fray_iris._iris_0_2_20 import logs as logs
 from fray_iris._iris_0_2_20 import state_name as state_number_name
@@ -86,12 +87,3 @@ def terminate(raw: IrisClient, wire: JobName) -> None:
 def endpoints(raw: IrisClient, prefix: str) -> list[str]:
     """The names of the registered endpoints under ``prefix``, in one ``ListEndpoints`` call."""
     return [e.name for e in raw.list_endpoints(prefix)]
-
-
-def endpoint(raw: IrisClient, wire: JobName, name: str) -> str | None:
-    """The address of an instance of the endpoint ``name`` (the controller knows its job),
-    or ``None``.
-    """
-    del wire
-    found = raw.list_endpoint_instances(name)
-    return found[0].address if found else None
