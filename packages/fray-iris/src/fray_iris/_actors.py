@@ -59,11 +59,15 @@ class IrisActorGroup(BaseActorGroup):
     ) -> None:
         wire = job.iris_job_id
         retries = config.max_task_retries or 0
-        handles = [
-            IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries, group=self)
+        members = [
+            ActorMember(
+                i,
+                f"{name}-{i}",
+                IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries, group=self),
+            )
             for i in range(count)
         ]
-        super().__init__(name, [ActorMember(i, h.name, h) for i, h in enumerate(handles)])
+        super().__init__(name, members)
         self.job = job  # the Iris job that hosts the actors
         self._owner = client
         self._wire = wire
@@ -117,10 +121,11 @@ class IrisActorGroup(BaseActorGroup):
         # Only an actor that served or whose task ended can have stored its end.
         if store is not None and (task_finished or ended or member.status is JobStatus.RUNNING):
             record = store.read(store.task_path(self._wire, member.index, self._records))
-        if record is not None:
-            if record.kind == "failed":
-                return JobStatus.FAILED, record.cause
-            return JobStatus.SUCCEEDED, None
+        if record is not None:  # an Outcome: a succeeded one has no cause
+            return (
+                JobStatus.FAILED if record.kind == "failed" else JobStatus.SUCCEEDED,
+                record.cause,
+            )
         if ended is not None:
             return ended
         if task is None or not task_finished:

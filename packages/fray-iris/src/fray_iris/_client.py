@@ -268,11 +268,10 @@ class IrisClient(BaseClient):
             job.settle(Outcome.unplaced(reason))
             return
         status = job_status(view.state)
-        cause = None
-        error = view.error or None
-        if status is JobStatus.FAILED:
-            cause, error = self._failure(job, view)
-        job.observe(observed(view, tasks, status, cause, error))
+        failure = (
+            self._failure(job, view) if status is JobStatus.FAILED else (None, view.error or None)
+        )
+        job.observe(observed(view, tasks, status, *failure))
 
     def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
         """The user's exception (where a task stored one) and the text to report."""
@@ -406,8 +405,7 @@ class IrisClient(BaseClient):
         """A handle to a job on the cluster by Fray id or Iris wire id (or JobNotFoundError)."""
         if not isinstance(job_id, str) or not job_id.strip("/"):
             raise InvalidRequestError.for_field("job_id", job_id, "must be a job id string")
-        with self._lock:
-            job = self._jobs.get(job_id) or self._found.get(job_id)
+        job = self._jobs.get(job_id) or self._found.get(job_id)
         if job is not None:
             return IrisJobHandle(job)
         try:

@@ -90,12 +90,16 @@ def status(raw: IrisClient, wire: JobName) -> JobView:
 
 def tasks(raw: IrisClient, wire: JobName) -> list[TaskView]:
     """The job's tasks: state, attempts started, exit code and error of each."""
-    found: list[TaskView] = []
-    for t in raw.list_tasks(wire):
-        state = job_pb2.TaskState.Name(t.state).removeprefix("TASK_STATE_").lower()
-        index = int(t.task_id.rstrip("/").rsplit("/", 1)[-1])
-        found.append(task_view(t, index, state, t.current_attempt_id, t.error))
-    return found
+    return [
+        task_view(
+            t,
+            int(t.task_id.rstrip("/").rsplit("/", 1)[-1]),
+            job_pb2.TaskState.Name(t.state).removeprefix("TASK_STATE_").lower(),
+            t.current_attempt_id,
+            t.error,
+        )
+        for t in raw.list_tasks(wire)
+    ]
 
 
 def task_view(t: Any, index: int, state: str, current_attempt: int, error: str) -> TaskView:

@@ -141,7 +141,6 @@ def observed(
     """What Iris says of a job, for its record: counts, when it started, its replicas, the
     exit code (a failed task's, else the job's) and, once it ended, its final ``status``
     (with the ``cause`` and ``error`` of a failure); its tasks say how many attempts began."""
-    codes = [task.exit_code for task in tasks if task.exit_code]
     return Observed(
         status=status,
         attempts=max([convert.attempts(view), *(task.attempts for task in tasks)]),
@@ -149,7 +148,7 @@ def observed(
         preemptions=view.preemptions,
         replicas=len(tasks) or view.tasks or None,
         started_at=view.started_at,
-        exit_code=codes[0] if codes else view.exit_code,
+        exit_code=next((task.exit_code for task in tasks if task.exit_code), view.exit_code),
         error=error,
         cause=cause,
     )

@@ -62,15 +62,16 @@ def run_callable(
                 why = f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
                 raise RuntimeError(why) from exc
     except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
         if store is not None:
             from fray.backend import Outcome  # only on failure: importing Fray takes a while
 
-            error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+            trace = traceback.format_exc()
             store.write(path, ("error", Outcome("failed", None, exc, error, 1, 1, trace)))
         code = exc.code if isinstance(exc, SystemExit) else 1
         if not isinstance(exc, SystemExit):  # what Iris's runner would print, after the end
             traceback.print_exc()
-        end_output(f"{type(exc).__name__}: {exc}")
+        end_output(error)
         raise SystemExit(code if isinstance(code, int | None) else 1) from exc
     end_output()
 

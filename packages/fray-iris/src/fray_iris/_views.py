@@ -81,5 +81,5 @@ def iris_error(text: str) -> str:
 
 def fray_job_id(wire: str) -> str:
     """Fray's id for an Iris job id: the wire id without its ``/<user>/`` prefix."""
-    parts = wire.strip("/").split("/")
-    return "/".join(parts[1:]) if len(parts) > 1 else parts[0]
+    user, _, rest = wire.strip("/").partition("/")
+    return rest or user
