@@ -1,9 +1,10 @@
 """Fray's Iris backend: Fray jobs and actors on an Iris cluster (marin-iris), chosen by
 ``FRAY_CLIENT_SPEC=iris://host:port`` or, inside an Iris job, without a spec.
 
-The names load on first use: every Iris task imports ``fray_iris._task``, which must not
-pull in the client. :mod:`fray_iris.predecessor` holds the predecessor's
-``fray.iris_backend`` names (fray-core's module of that name forwards to it).
+The names load on first use, from :mod:`fray_iris.predecessor` (which holds the
+predecessor's ``fray.iris_backend`` names, fray-core's module of that name forwards to it,
+and imports the others): every Iris task imports ``fray_iris._task``, which must not pull
+in the client.
 """
 
 from __future__ import annotations
@@ -27,15 +28,6 @@ if TYPE_CHECKING:
         wrap_multiprocess,
         wrap_nsys,
     )
-
-# Each public name, by the module that defines it.
-_HOMES = {
-    "IrisActorFuture": "fray_iris._actors",
-    "IrisActorGroup": "fray_iris._actors",
-    "IrisActorHandle": "fray_iris._actors",
-    "IrisClient": "fray_iris._client",
-    "IrisJobHandle": "fray_iris._client",
-}
 
 __all__ = [
     "NSYS_TASKS_ENV",
@@ -61,8 +53,7 @@ def __getattr__(name: str) -> Any:
     """Loads a public name from its module on first use."""
     if name not in __all__:
         raise AttributeError(f"module 'fray_iris' has no attribute {name!r}")
-    module = _HOMES.get(name, "fray_iris.predecessor")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module("fray_iris.predecessor"), name)
     globals()[name] = value
     return value
 

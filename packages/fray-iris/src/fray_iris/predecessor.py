@@ -3,7 +3,8 @@
 fray-core's ``fray.iris_backend`` forwards to: ``FrayIrisClient`` (an
 :class:`~fray_iris.IrisClient` built the predecessor's way), the job and actor handles, and
 the helpers its users call to build requests for raw Iris (``convert_resources``...), taking
-what either predecessor line passes. Not on the submit path.
+what either predecessor line passes; ``fray_iris`` loads its other names from here too. Not
+on the submit path.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from fray import (
 )
 from fray.errors import BackendUnavailableError, InvalidRequestError
 from fray_iris import _convert as convert
+
+# fray_iris's own name (it loads it from here), not the predecessor's.
+from fray_iris._actors import IrisActorFuture as IrisActorFuture
 from fray_iris._actors import IrisActorGroup, IrisActorHandle
 from fray_iris._client import IrisClient, IrisJobHandle
 from fray_iris._iris_0_2_20 import NEWER
