@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fray.backend import Outcome, binding, capture_into
+from fray.backend import Outcome, binding
 from fray.environment_variables import FRAY_JOB_ID, FRAY_NUM_TASKS, FRAY_TASK_INDEX
 from fray_ray._registry import RegistryLink
 
@@ -171,6 +171,34 @@ def _call(call: bytes) -> Any:
     return fn(*args, **kwargs)
 
 
+# Fray's own variables as this process had them before any job set them (None: unset),
+# read once: in a worker only this wrapper sets them, and each job's end puts them back, so
+# a job does not read them again (reading an unset variable raises and catches two
+# KeyErrors inside os.environ). The job's other variables are read per job.
+_OWN = {name: os.environ.get(name) for name in (FRAY_JOB_ID, FRAY_TASK_INDEX, FRAY_NUM_TASKS)}
+
+
+def _set_env(variables: tuple[tuple[str, str], ...]) -> list[tuple[str, str | None]]:
+    """Sets a job's ``(name, value)`` pairs in ``os.environ``; returns those it changed,
+    each with the value it had (``None``: unset)."""
+    changed = []
+    for name, value in variables:
+        old = _OWN[name] if name in _OWN else os.environ.get(name)
+        if old != value:
+            os.environ[name] = value
+            changed.append((name, old))
+    return changed
+
+
+def _restore_env(changed: list[tuple[str, str | None]]) -> None:
+    """Gives the variables a job changed back the values they had before it."""
+    for name, old in changed:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
 def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[bytes, int], Any]]:
     """The task functions of a callable job's replica (each made a Ray remote function once
     per client): for a job of one replica, and for one of several (which also takes the
@@ -185,23 +213,21 @@ def runner(client_for: ClientFor) -> tuple[Callable[[bytes], Any], Callable[[byt
         if placed_key is not None:  # a scheduling_timeout: say this replica started
             RegistryLink(registry, quiet=True).ref("placed", placed_key, index)
         client = client_for(namespace, registry)
-        variables = {FRAY_JOB_ID: job_id, FRAY_TASK_INDEX: str(index), FRAY_NUM_TASKS: str(count)}
-        variables.update(env)
-        saved = {key: os.environ.get(key) for key in variables}
-        os.environ.update(variables)
+        variables = (
+            (FRAY_JOB_ID, job_id),
+            (FRAY_TASK_INDEX, str(index)),
+            (FRAY_NUM_TASKS, str(count)),
+        )
+        changed = _set_env((*variables, *env))
         output = _Output(job_id, registry)
         try:
-            with binding(client, job=(job_id, index)), capture_into(output, echo):
+            with binding(client, job=(job_id, index, None), output=(output, echo)):
                 outcome = Outcome.of_call(_call, call)
                 if outcome.trace:
                     print(outcome.trace, end="")  # into the job's output
             client.stop_children_of(job_id)  # children do not outlive their parent
         finally:
-            for key, old in saved.items():
-                if old is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = old
+            _restore_env(changed)
         lines = output.close()
         if outcome.kind == "succeeded":
             return Printed(outcome.value, lines) if lines else outcome.value

@@ -9,28 +9,33 @@ from typing import Any
 
 from fray import _bound
 from fray._actor import ActorContext
+from fray.backend._output import LineSink, restore_output, route_output
 
 
 @contextlib.contextmanager
 def binding(
     client: Any = None,
     actor: ActorContext | None = None,
-    job: tuple[str, int] | tuple[str, int, Any] | None = None,
+    job: tuple[str, int, Any] | None = None,
+    output: tuple[LineSink, bool] | None = None,
 ) -> Iterator[None]:
     """Binds, for the ``with`` block, ``client`` and ``actor`` (where given; the other
-    keeps its binding) and ``job``, the ``(job id, replica index)`` whose code runs here,
-    with its :class:`JobRecord` third where the job lives in this process. Jobs submitted
-    inside the block become that job's children."""
+    keeps its binding) and ``job``, the ``(job id, replica index, JobRecord or None)``
+    whose code runs here (its record where the job lives in this process). Jobs submitted
+    inside the block become that job's children. ``output``: also routes the block's
+    ``print`` output into a sink (and echoes it where true), as :func:`capture_into` does,
+    for one context manager instead of two on a job's path."""
     current = _bound.bound.get()
     token = _bound.bound.set(
         (current[0] if client is None else client, current[1] if actor is None else actor)
     )
-    running = None
-    if job is not None:
-        running = _bound.job.set((job[0], job[1], job[2] if len(job) > 2 else None))
+    running = None if job is None else _bound.job.set(job)
+    routed = output and route_output(*output)
     try:
         yield
     finally:
+        if output is not None:
+            restore_output(routed)
         if running is not None:
             _bound.job.reset(running)
         _bound.bound.reset(token)

@@ -139,7 +139,6 @@ class BaseClient:
         if self.ignores and request.environment is not None:
             self._warn_ignored(request.environment)
         data = self._prepare(request) if prepared is _PREPARE else prepared
-        self._check_open()
         running = _bound.job.get()  # (the job whose code runs here) or its process's variable
         parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
         parent = running[2] if running is not None else None
