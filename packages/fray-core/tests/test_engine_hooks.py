@@ -199,3 +199,15 @@ def test_every_attempts_end_is_kept_in_order() -> None:
     ]
     assert history[0].error == "node lost" and history[1].error == "ValueError: bad"
     assert all(a.started_at is not None and a.finished_at >= a.started_at for a in history)  # type: ignore[operator]
+
+
+def test_a_job_bound_as_an_id_and_index_pair_is_the_parent_of_jobs_submitted_inside() -> None:
+    """A backend may bind a running job as ``(job id, index)`` without its record (as the
+    guide for backend authors showed): a job submitted inside is that job's child by id."""
+    from fray import LocalClient
+    from fray.backend import binding
+
+    with LocalClient() as client, binding(client, job=("outer-1", 0)):  # pyright: ignore[reportArgumentType]
+        child = client.submit(JobRequest(name="inner", entrypoint=Entrypoint.from_callable(int)))
+        assert child.job_id.startswith("outer-1/inner-")
+        assert child.wait(timeout=60) is JobStatus.SUCCEEDED

@@ -21,8 +21,9 @@ def binding(
 ) -> Iterator[None]:
     """Binds, for the ``with`` block, ``client`` and ``actor`` (where given; the other
     keeps its binding) and ``job``, the ``(job id, replica index, JobRecord or None)``
-    whose code runs here (its record where the job lives in this process). Jobs submitted
-    inside the block become that job's children. ``output``: also routes the block's
+    whose code runs here (its record where the job lives in this process; a pair without
+    it, as before, binds the same). Jobs submitted inside the block become that job's
+    children. ``output``: also routes the block's
     ``print`` output into a sink (and echoes it where true), as :func:`capture_into` does,
     for one context manager instead of two on a job's path."""
     current = _bound.bound.get()

@@ -141,7 +141,8 @@ class BaseClient:
         data = self._prepare(request) if prepared is _PREPARE else prepared
         running = _bound.job.get()  # (the job whose code runs here) or its process's variable
         parent_id = running[0] if running is not None else os.environ.get(FRAY_JOB_ID)
-        parent = running[2] if running is not None else None
+        # Its record, last where the binding has one (a backend may bind (id, index) alone).
+        parent = running[-1] if running is not None else None
         if not isinstance(parent, JobRecord) or parent.client is not self:
             parent = None
         job_id = job_id or self._job_id(request.name, parent_id)
