@@ -23,9 +23,9 @@ def binding(
     keeps its binding) and ``job``, the ``(job id, replica index, JobRecord or None)``
     whose code runs here (its record where the job lives in this process; a pair without
     it, as before, binds the same). Jobs submitted inside the block become that job's
-    children. ``output``: also routes the block's
-    ``print`` output into a sink (and echoes it where true), as :func:`capture_into` does,
-    for one context manager instead of two on a job's path."""
+    children. ``output``: also routes the block's ``print`` output into a sink (and echoes
+    it where true), as :func:`capture_into` does, for one context manager instead of two on
+    a job's path."""
     current = _bound.bound.get()
     token = _bound.bound.set(
         (current[0] if client is None else client, current[1] if actor is None else actor)
