@@ -68,7 +68,7 @@ class IrisJobHandle(BaseJobHandle):
     @property
     def iris_job_id(self) -> str:
         """The Iris job id (wire form, ``/<user>/<name>...``)."""
-        return self._job.data.iris_id.to_wire()
+        return self._job.data.wire.to_wire()
 
 
 class IrisClient(BaseClient):
@@ -103,7 +103,7 @@ class IrisClient(BaseClient):
     ) -> None:
         super().__init__()
         ctx = get_iris_ctx()
-        inside = ctx is not None and ctx.client is not None
+        job_client = ctx.client if ctx is not None else None  # inside an Iris job: its own
         if workspace is not None and not Path(workspace).is_dir():
             raise InvalidRequestError.for_field(
                 "IrisClient.workspace", str(workspace), "must be an existing folder"
@@ -112,17 +112,17 @@ class IrisClient(BaseClient):
             raise InvalidRequestError.for_field(
                 "IrisClient.address", address, "use host:port or http://host:port"
             )
-        if iris_client is None and address is None and not inside:
+        if iris_client is None and address is None and job_client is None:
             why = f"outside an Iris job: IrisClient('host:port') or {FRAY_CLIENT_SPEC}=iris://..."
             raise InvalidRequestError.for_field("IrisClient.address", None, why)
         self._reopen: Callable[[], RawIrisClient] | None = None
-        self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if inside else None
+        self.address = os.environ.get("IRIS_CONTROLLER_ADDRESS") if job_client else None
         if iris_client is not None:
             self.address = line.controller_address(iris_client) or self.address
         elif address is not None:
             address = address.strip()
             self.address = address if "://" in address else f"http://{address}"
-            if not inside or workspace is not None or bundle_id is not None:
+            if job_client is None or workspace is not None or bundle_id is not None:
                 convert.probe(self.address)
                 ws = Path(workspace) if workspace is not None else None
                 self._reopen = functools.partial(
@@ -130,7 +130,7 @@ class IrisClient(BaseClient):
                 )
         # Inside a job, the job's own client keeps the job tree and namespace.
         self._raw: RawIrisClient | None = iris_client or (
-            self._reopen() if self._reopen else getattr(ctx, "client", None)
+            self._reopen() if self._reopen else job_client
         )
         self.user = ctx.job_id.user if ctx is not None and ctx.job_id else resolve_job_user(None)
         url = results_url or os.environ.get(FRAY_IRIS_RESULTS_URL)
@@ -228,9 +228,9 @@ class IrisClient(BaseClient):
 
     def _refresh(self, job: JobRecord) -> float | None:
         """Asks Iris for the job's state now (a waiter's own look; the watcher looks too)."""
-        if job.is_done:
+        wire = job.data.wire
+        if job.is_done or wire is None:  # not with Iris yet: it is watched once it is
             return None
-        wire = job.data.iris_id
         with self._asking("status of", job.job_id):
             state = line.states(self.iris, [wire]).get(wire.to_wire())
         if state is None:
@@ -251,7 +251,7 @@ class IrisClient(BaseClient):
 
     def _finish(self, job: JobRecord) -> None:
         """Records the end Iris reports; a job stopped here ends once its children have."""
-        wire = job.data.iris_id
+        wire = job.data.wire
         with self._asking("status of", job.job_id):
             view = line.status(self.iris, wire)
             if view.state not in FINISHED:
@@ -288,7 +288,7 @@ class IrisClient(BaseClient):
         """What each replica stored in the results store (``None`` where nothing; nothing
         without a store)."""
         store = self.results
-        wire = job.data.iris_id.to_wire()
+        wire = job.data.wire.to_wire()
         return [store.read(store.task_path(wire, i)) for i in range(job.replicas)] if store else []
 
     def _pending_reason(self, job: JobRecord) -> str | None:
@@ -306,7 +306,7 @@ class IrisClient(BaseClient):
     def _cancel_attempt(self, job: JobRecord) -> float:
         """Asks Iris to stop the job; it is recorded STOPPED once Iris says it ended."""
         with self._asking("terminate", job.job_id):
-            line.terminate(self.iris, job.data.iris_id)
+            line.terminate(self.iris, job.data.wire)
         self._watch(job)
         return STOP_GRACE_S
 
@@ -333,17 +333,17 @@ class IrisClient(BaseClient):
                 self._added.clear()
                 delay = POLL_FIRST_S
             with self._lock:
-                self._watched = {job for job in self._watched if not job.is_done}
-                jobs = list(self._watched)
+                jobs = [job for job in self._watched if not job.is_done]
+                self._watched = set(jobs)
                 if not jobs:
                     self._watcher = None
                     return
             delay = min(delay * 1.5, POLL_MAX_S)
             try:
                 with self._asking("status of jobs"):
-                    states = line.states(self.iris, [j.data.iris_id for j in jobs])
+                    states = line.states(self.iris, [j.data.wire for j in jobs])
                 for job in jobs:
-                    state = states.get(job.data.iris_id.to_wire())
+                    state = states.get(job.data.wire.to_wire())
                     if state is not None and not job.is_done and self._apply(job, state):
                         delay = POLL_FIRST_S  # a job moved on: look again soon
             except FrayError as exc:  # waiters ask for themselves, and see why
@@ -388,9 +388,10 @@ class IrisClient(BaseClient):
             asked = window + 2 * job.replicas if window else 0  # room for the end markers
             with self._asking("logs of", job.job_id):
                 entries = line.logs(self.iris, data.wire, max_lines=asked, tail=bool(window))
-                lines = data.take(job, entries, include_children)
-                if window and len(lines) < window and len(entries) == asked:  # children's lines
-                    lines = data.take(job, line.logs(self.iris, data.wire), include_children)
+            lines = data.take(job, entries, include_children)
+            if window and len(lines) < window and len(entries) == asked:
+                window = None  # others' lines (children's, markers) filled it: look at all
+                continue
             if tail:
                 texts = [text for _key, text in lines][-tail:]
             else:
@@ -414,19 +415,18 @@ class IrisClient(BaseClient):
             raise JobNotFoundError(job_id, f"{job_id!r} is not a valid Iris job id") from None
         with self._asking("status of", job_id):
             view = line.status(self.iris, wire)
-        fray_id = fray_job_id(view.job_id)
-        parent = fray_job_id(view.parent) if view.parent else None
+        info = convert.job_info(view, ())
         job = JobRecord(
             self,
-            fray_id,
-            parent=parent,
-            name=wire.name,
-            replicas=max(view.tasks, 1),
+            info.job_id,
+            parent=info.parent,
+            name=info.name,
+            replicas=info.replicas,
             data=IrisJob(wire=wire),
         )
         job.begin()
         with self._lock:
-            job = self._found.setdefault(fray_id, job)
+            job = self._found.setdefault(info.job_id, job)
         self._watch(job)  # the watcher, or a reader first, moves it on to Iris's state
         return IrisJobHandle(job)
 

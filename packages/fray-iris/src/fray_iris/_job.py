@@ -65,18 +65,12 @@ class IrisJob:
     ends: set[tuple[int, int, str]] = dataclasses.field(default_factory=set)
     output: Output = Output.OPEN
 
-    @property
-    def iris_id(self) -> JobName:
-        """The Iris job id (only asked for once the job was submitted)."""
-        if self.wire is None:
-            raise RuntimeError("the job has not been submitted to Iris yet")
-        return self.wire
-
     def take(self, job: JobRecord, entries: list[LogLine], children: bool) -> list[Any]:
         """Its lines (``[i] `` first), if asked its descendants' (``[<id>] `` first), with
         keys; its tasks' end-of-output markers are noted, and nobody's is kept."""
+        assert self.wire is not None  # lines are read once Iris has the job
         out: list[Any] = []
-        wire = self.iris_id.to_wire()
+        wire = self.wire.to_wire()
         for entry in entries:
             owner, _, index = entry.task.rpartition("/")
             text, marker, _ = entry.text.partition(END_OF_OUTPUT)
