@@ -66,10 +66,18 @@ def job_view(
 ) -> JobView:
     """The neutral view of either line's ``JobStatus``, given what differs between them: its
     wire id, state name and error, and how to read a timestamp in ``seconds``."""
-    times = (seconds(s.submitted_at), seconds(s.started_at), seconds(s.finished_at))
-    counts = (s.exit_code, s.failure_count, s.preemption_count)
     return JobView(
-        job_id, state, iris_error(error), *counts, *times, s.pending_reason, s.task_count
+        job_id,
+        state,
+        iris_error(error),
+        s.exit_code,
+        s.failure_count,
+        s.preemption_count,
+        seconds(s.submitted_at),
+        seconds(s.started_at),
+        seconds(s.finished_at),
+        s.pending_reason,
+        s.task_count,
     )
 
 
