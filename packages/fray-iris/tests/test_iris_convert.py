@@ -315,6 +315,22 @@ def test_task_stores_an_error_that_does_not_pickle_as_its_text(
     assert "raise_unpicklable" in outcome.trace
 
 
+def test_a_program_under_tmp_runs_through_a_shell_and_others_as_they_are() -> None:
+    # A local Iris worker rewrites arguments under its mount path (/tmp): a program really
+    # there runs through /bin/sh -c "exec ...", whose one argument it leaves alone.
+    import tempfile
+
+    from fray_iris._convert import to_iris_entrypoint
+
+    def command(*argv: str) -> list[str]:
+        entry = Entrypoint.from_command(*argv)
+        return list(to_iris_entrypoint(JobRequest(name="cmd", entrypoint=entry), None).command)
+
+    with tempfile.NamedTemporaryFile(dir="/tmp", suffix=".sh") as program:
+        assert command(program.name, "a b") == ["/bin/sh", "-c", f"exec {program.name} 'a b'"]
+    assert command("echo", "/tmp/not-a-file-here") == ["echo", "/tmp/not-a-file-here"]
+
+
 def test_image_and_container_profile_reach_iris_and_processes_per_task_is_refused() -> None:
     assert (
         to_iris_request(request(resources=ResourceConfig(image="img:1")))["task_image"] == "img:1"

@@ -12,9 +12,9 @@ def detect() -> tuple[str, str, Any, str] | None:
     """``(key, scheme, build, why)`` for the client of the Iris context here, or ``None``."""
     if os.environ.get("IRIS_CONTROLLER_ADDRESS") and os.environ.get("IRIS_TASK_ID"):
         return "iris:context", "iris", _inside_job, "running inside an Iris job"
-    module = sys.modules.get("iris.client.client")
-    get_context = getattr(module, "get_iris_ctx", None)
-    raw = getattr(get_context() if callable(get_context) else None, "client", None)
+    module = sys.modules.get("iris.client.client")  # a context needs Iris imported
+    context = module.get_iris_ctx() if module else None
+    raw = getattr(context, "client", None)
     if raw is None:
         return None
 

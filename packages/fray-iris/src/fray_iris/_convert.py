@@ -50,10 +50,23 @@ else:
 
 IRIS = capabilities_of("iris")  # what Iris refuses in a request
 
-_STATES = dict.fromkeys(["failed", "worker_failed", "unschedulable"], JobStatus.FAILED)
-_STATES.update(running=JobStatus.RUNNING, succeeded=JobStatus.SUCCEEDED, killed=JobStatus.STOPPED)
+_STATES = {
+    "running": JobStatus.RUNNING,
+    "succeeded": JobStatus.SUCCEEDED,
+    "killed": JobStatus.STOPPED,
+    "failed": JobStatus.FAILED,
+    "worker_failed": JobStatus.FAILED,
+    "unschedulable": JobStatus.FAILED,
+}
 _NO_FEEDBACK_YET = "Pending scheduler feedback"  # before Iris's scheduler has looked
 _PROBE_TIMEOUT_MS = 5_000
+_REASONS = {  # a few words for Connect's long text of a failed connection
+    "connection refused": "connection refused",
+    "dns error": "the host name does not resolve",
+    "name or service not known": "the host name does not resolve",
+    "connection reset": "connection reset",
+    "timed out": "connection timed out",
+}
 PRIORITY_BANDS = {
     n: name.removeprefix("PRIORITY_BAND_").lower() for name, n in job_pb2.PriorityBand.items()
 }
@@ -256,7 +269,7 @@ def ship_code_by_value(obj: Any) -> None:
     import cloudpickle
 
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
-    if module is None or module.__name__ == "builtins":
+    if module is None:  # builtins has a package and a spec: never shipped
         return
     file = getattr(module, "__file__", None)
     path = Path(file).parts if file else ()
@@ -273,16 +286,16 @@ def to_iris_entrypoint(request: JobRequest, results_url: str | None) -> IrisEntr
     ship_code_by_value(entry.callable)
     device = request.resources.device
     tpu = (device.variant, device.vm_count()) if isinstance(device, TpuConfig) else None
-    args = (entry.callable, tuple(entry.args), dict(entry.kwargs), results_url, tpu)
-    return IrisEntrypoint.from_callable(run_callable, *args)
+    return IrisEntrypoint.from_callable(
+        run_callable, entry.callable, tuple(entry.args), dict(entry.kwargs), results_url, tpu
+    )
 
 
-def _protect_host_paths(argv: tuple[str, ...] | list[str]) -> list[str]:
+def _protect_host_paths(argv: tuple[str, ...]) -> tuple[str, ...]:
     """A local Iris worker rewrites arguments under a mount path (``/tmp``): a program really
     under ``/tmp`` here runs through ``/bin/sh -c "exec ..."``, whose argument is left alone."""
-    argv = list(argv)
     if any(arg.startswith("/tmp/") and os.path.exists(arg) for arg in argv):
-        return ["/bin/sh", "-c", "exec " + shlex.join(argv)]
+        return ("/bin/sh", "-c", "exec " + shlex.join(argv))
     return argv
 
 
@@ -296,22 +309,16 @@ def never_sent(err: ConnectError) -> bool:
     return "tcp connect error" in err.message
 
 
-def unreachable_reason(err: ConnectError, timeout_s: float = 5.0) -> str:
-    """A few words for why a connection failed, from Connect's long error text."""
-    text = err.message
-    lowered = text.lower()
+def unreachable_reason(err: ConnectError) -> str:
+    """A few words for why a connection to the controller failed, from Connect's long
+    error text."""
     if err.code == Code.DEADLINE_EXCEEDED:
-        return f"no answer within {timeout_s:g} s"
-    for needle, reason in (
-        ("connection refused", "connection refused"),
-        ("dns error", "the host name does not resolve"),
-        ("name or service not known", "the host name does not resolve"),
-        ("connection reset", "connection reset"),
-        ("timed out", "connection timed out"),
-    ):
+        return f"no answer within {_PROBE_TIMEOUT_MS / 1000:g} s"
+    lowered = err.message.lower()
+    for needle, reason in _REASONS.items():
         if needle in lowered:
             return reason
-    return text.split("\n", 1)[0][:200] or "unavailable"
+    return err.message.split("\n", 1)[0][:200] or "unavailable"
 
 
 def probe(address: str) -> None:
@@ -321,11 +328,9 @@ def probe(address: str) -> None:
             stub.get_job_state(controller_pb2.Controller.GetJobStateRequest(job_ids=[]))
         except ConnectError as err:
             if err.code in (Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED):
-                why = unreachable_reason(err, _PROBE_TIMEOUT_MS / 1000)
-                raise FrayError(f"cannot reach the Iris controller at {address}: {why}") from err
-
-
-_INVALID = {Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE}
+                raise FrayError(
+                    f"cannot reach the Iris controller at {address}: {unreachable_reason(err)}"
+                ) from err
 
 
 @contextlib.contextmanager
@@ -346,7 +351,7 @@ def translate_errors(
             ) from err
         if code == Code.ALREADY_EXISTS:
             raise JobAlreadyExistsError(job_id or what) from err
-        if code in _INVALID:
+        if code in (Code.INVALID_ARGUMENT, Code.FAILED_PRECONDITION, Code.OUT_OF_RANGE):
             if "client is too old" in err.message:
                 text += (
                     f" (fray-iris runs marin-iris {IRIS_VERSION}: install the marin-iris "
