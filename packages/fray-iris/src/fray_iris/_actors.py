@@ -7,10 +7,10 @@ handle run in the order they were made.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cloudpickle
@@ -26,7 +26,7 @@ from fray import ActorConfig, JobStatus
 from fray.backend import ActorMember, BaseActorGroup, CallFuture, Outcome
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError
 from fray_iris._convert import line, never_sent, translate_errors
-from fray_iris._views import FINISHED, TASK_FINISHED
+from fray_iris._views import FINISHED, TASK_FINISHED, TaskView
 
 RESOLVE_WAIT_S = 300.0  # how long a call waits for a restarting actor's endpoint to come back
 UNREACHABLE_WAIT_S = 60.0  # how long a call retries an actor that does not answer
@@ -63,7 +63,7 @@ class IrisActorGroup(BaseActorGroup):
             ActorMember(
                 i,
                 f"{name}-{i}",
-                IrisActorHandle(f"{wire}/{name}-{i}", wire, client.address, retries, group=self),
+                IrisActorHandle(wire, f"{name}-{i}", client.address, retries, group=self),
             )
             for i in range(count)
         ]
@@ -93,10 +93,10 @@ class IrisActorGroup(BaseActorGroup):
         prefix = f"{self._wire}/{self.name}-"
         with translate_errors(f"actors of {self.name}"):
             names = line.endpoints(raw, prefix)
-            tasks = {t.task_index: t for t in line.tasks(raw, JobName.from_wire(self._wire))}
+            tasks = line.tasks(raw, JobName.from_wire(self._wire))
         # An endpoint counts while its task runs: 0.2.227 keeps a dead attempt's one.
-        finished = {i for i, t in tasks.items() if t.state in TASK_FINISHED}
-        ready = {int(n[len(prefix) :]) for n in names} - finished
+        finished = {t.task_index: t for t in tasks if t.state in TASK_FINISHED}
+        ready = {int(n[len(prefix) :]) for n in names} - finished.keys()
         ended = None
         # The client's watcher follows the job: its record says whether it ended.
         if self.job._job.is_done and any(m.index not in ready for m in live):
@@ -104,22 +104,21 @@ class IrisActorGroup(BaseActorGroup):
             why = f"{info.status.value}: {info.error}" if info.error else info.status.value
             error = ActorError(f"the job hosting actor group {self.name} ended {why}")
             ended = JobStatus.FAILED, error
-        elif tasks and finished == tasks.keys():
+        elif tasks and len(finished) == len(tasks):
             ended = JobStatus.PENDING, None  # the job ends with its tasks: its record says how
         for member in live:
             if member.index in ready:
                 member.set_status(JobStatus.RUNNING)
             else:
-                member.set_status(*self._end(member, tasks.get(member.index), ended))
+                member.set_status(*self._end(member, finished.get(member.index), ended))
 
-    def _end(self, member: ActorMember, task: Any, ended: End | None) -> End:
+    def _end(self, member: ActorMember, finished: TaskView | None, ended: End | None) -> End:
         """The state of a member not serving: ended as it stored, with its job, or died (its
-        task finished); else PENDING (starting or restarting)."""
-        task_finished = task is not None and task.state in TASK_FINISHED
+        task ``finished``, else ``None``); else PENDING (starting or restarting)."""
         store = self._owner.results
         record = None
         # Only an actor that served or whose task ended can have stored its end.
-        if store is not None and (task_finished or ended or member.status is JobStatus.RUNNING):
+        if store is not None and (finished or ended or member.status is JobStatus.RUNNING):
             record = store.read(store.task_path(self._wire, member.index, self._records))
         if record is not None:  # an Outcome: a succeeded one has no cause
             return (
@@ -128,9 +127,9 @@ class IrisActorGroup(BaseActorGroup):
             )
         if ended is not None:
             return ended
-        if task is None or not task_finished:
+        if finished is None:
             return JobStatus.PENDING, None
-        why = f"died with no restarts left: {task.error or f'exit code {task.exit_code}'}"
+        why = f"died with no restarts left: {finished.error or f'exit code {finished.exit_code}'}"
         return JobStatus.FAILED, ActorDiedError(f"actor {member.name} {why}")
 
 
@@ -196,14 +195,16 @@ class Patience:
         if err is None:
             self.missing_since = self.missing_since or now
             if now - self.missing_since > RESOLVE_WAIT_S:
-                why = f"its endpoint did not come back within {RESOLVE_WAIT_S}s"
-                raise ActorDiedError(f"actor {name} is gone: {why}")
+                raise ActorDiedError(
+                    f"actor {name} is gone: its endpoint did not come back within {RESOLVE_WAIT_S}s"
+                )
         else:
             self.unreachable_since = self.unreachable_since or now
             if now - self.unreachable_since > UNREACHABLE_WAIT_S:
                 # Restarting, or not yet listening on a loaded machine, for too long.
-                why = f"could not be reached for {UNREACHABLE_WAIT_S}s: {err}"
-                raise ActorError(f"actor {name} {why}") from err
+                raise ActorError(
+                    f"actor {name} could not be reached for {UNREACHABLE_WAIT_S}s: {err}"
+                ) from err
         time.sleep(self.pause)
         self.pause = min(self.pause * 2, RETRY_MAX_S)
 
@@ -216,8 +217,9 @@ class IrisActorHandle:
     restarted. It pickles as its endpoint name, without its group.
 
     Args:
-        endpoint: The Iris endpoint the actor registers, ``<job id>/<group>-<index>``.
         job_wire: The wire id of the job that hosts it.
+        name: The actor's name, ``<group>-<index>``; it registers as the Iris endpoint
+            ``<job_wire>/<name>``.
         controller: The controller's address, for a handle used outside any Iris job.
         retries: How many times a call that may have run is sent again.
         group: The group that made it, in the process that made it: its calls go through
@@ -226,15 +228,15 @@ class IrisActorHandle:
 
     def __init__(
         self,
-        endpoint: str,
         job_wire: str,
+        name: str,
         controller: str | None,
         retries: int = 0,
         *,
         group: IrisActorGroup | None = None,
     ) -> None:
-        self.endpoint = endpoint
-        self.name = endpoint.rsplit("/", 1)[-1]  # {group}-{index}
+        self.name = name
+        self.endpoint = f"{job_wire}/{name}"
         self._job_wire = job_wire
         self._controller = controller
         self._retries = retries
@@ -246,7 +248,7 @@ class IrisActorHandle:
         # After an interrupted call, a connection pool of its own (see _client).
         self._http: SyncClient | None = None
         self._lock = threading.Lock()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self._pending = 0
 
     def __getattr__(self, method: str) -> IrisActorMethod:
@@ -255,7 +257,7 @@ class IrisActorHandle:
         return IrisActorMethod(self, method)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return IrisActorHandle, (self.endpoint, self._job_wire, self._controller, self._retries)
+        return IrisActorHandle, (self._job_wire, self.name, self._controller, self._retries)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, IrisActorHandle) and other.endpoint == self.endpoint
@@ -273,7 +275,7 @@ class IrisActorHandle:
             if self._executor is None:  # at the first queued call: a group may have thousands
                 prefix = f"fray-iris-{self.name}"
                 # Its thread ends once the handle is collected (the executor with it).
-                self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=prefix)
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix=prefix)
             self._pending += 1
             self._executor.submit(self._run_queued, future, method, args, kwargs)
         return future
@@ -292,9 +294,9 @@ class IrisActorHandle:
         """The Iris client to ask: the group's, the current job's, else one of its own."""
         if self._group is not None:  # the client that made the group
             return self._group._owner.iris
-        ctx = get_iris_ctx()
-        if ctx is not None and ctx.client is not None:
-            return ctx.client
+        client = getattr(get_iris_ctx(), "client", None)  # the current job's
+        if client is not None:
+            return client
         if not self._controller:
             raise ActorError("this actor handle cannot be resolved: no Iris context or controller")
         with self._lock:
@@ -311,7 +313,7 @@ class IrisActorHandle:
             if state is None or state in FINISHED:
                 return "its job has finished"
             tasks = {t.task_index: t.state for t in line.tasks(raw, wire)}
-        if tasks.get(int(self.endpoint.rsplit("-", 1)[-1])) in TASK_FINISHED:
+        if tasks.get(int(self.name.rsplit("-", 1)[-1])) in TASK_FINISHED:
             return "its task has finished (it ended itself, or died with no restarts left)"
         return None
 
@@ -333,19 +335,19 @@ class IrisActorHandle:
                     found = line.endpoint(raw, JobName.from_wire(self._job_wire), self.endpoint)
                 if not found:
                     return None, None
-                found.sort(key=lambda e: e.actor_id == self._lost)
+                first = min(found, key=lambda e: e.actor_id == self._lost)
                 rpc = ActorServiceClientSync(
-                    address=found[0].url,
+                    address=first.url,
                     timeout_ms=None,
                     accept_compression=[],
                     http_client=self._http,
                 )
-                if found[0].actor_id == self._lost:
+                if first.actor_id == self._lost:
                     try:
                         rpc.health_check(actor_pb2.Empty())
                     except ConnectError:  # that process is dying
                         return None, None
-                self._rpc, self._at = rpc, found[0].actor_id
+                self._rpc, self._at = rpc, first.actor_id
             return self._rpc.call(request), None
         except ConnectError as err:
             self._rpc = None

@@ -29,7 +29,7 @@ from fray import ActorConfig, ActorContext
 from fray.backend import Outcome, ShutdownEvent, binding, restart_allowed
 from fray.errors import ActorDiedError, ActorUnavailableError
 from fray_iris._actors import IrisActorHandle
-from fray_iris._task import ResultStore, end_output, enter_task, serving_hosts
+from fray_iris._task import end_output, enter_task, serving_hosts
 
 EXIT_DELAY_S = 0.5  # lets the call that ended an actor send its answer before the task exits
 
@@ -51,18 +51,16 @@ class ServedActor:
     serves). The state changes under one lock, so the actor ends once.
 
     Args:
-        name: The actor's name, ``<group>-<index>``.
         record: Stores how the actor ended, for the group to read.
         may_restart: Whether a ``fail()`` restarts it (restarts are left) or ends it.
         max_concurrency: How many calls may run at once.
-        handle: Its handle, as its context gives it to its code.
+        handle: Its handle, as its context gives it to its code (named ``<group>-<index>``).
         index: Its index in its group.
         group: Its group's name.
     """
 
     def __init__(
         self,
-        name: str,
         record: Callable[[Outcome], None],
         may_restart: bool,
         max_concurrency: int,
@@ -70,9 +68,9 @@ class ServedActor:
         index: int,
         group: str,
     ) -> None:
-        self.name = name
+        self.name = handle.name
         self.state = HostState.STARTING
-        self.shutdown = ShutdownEvent(self.end, name)
+        self.shutdown = ShutdownEvent(self.end, self.name)
         self.context = ActorContext(handle, index, group, self.shutdown)
         self._record = record
         self._may_restart = may_restart
@@ -168,12 +166,12 @@ def host_actor(
     from iris.client.client import iris_ctx
     from iris.cluster.client.job_info import get_job_info
 
-    job_wire, index = enter_task(results_url)
+    job_wire, index, store = enter_task(results_url)
     info = get_job_info()
     assert info is not None  # enter_task checked that this is an Iris task
-    name = f"{group_name}-{index}"
-    endpoint = f"{job_wire}/{name}"
-    store = ResultStore(results_url) if results_url else None
+    retries = config.max_task_retries or 0
+    handle = IrisActorHandle(job_wire, f"{group_name}-{index}", info.controller_address, retries)
+    name = handle.name
 
     def record(outcome: Outcome) -> None:
         """Stores how the actor ended, for the group (nowhere without a store)."""
@@ -193,12 +191,8 @@ def host_actor(
         end_output()
         return
 
-    retries = config.max_task_retries or 0
-    handle = IrisActorHandle(endpoint, job_wire, info.controller_address, retries)
     may_restart = restart_allowed(ran, restarts)
-    actor = ServedActor(
-        name, record, may_restart, config.max_concurrency, handle, index, group_name
-    )
+    actor = ServedActor(record, may_restart, config.max_concurrency, handle, index, group_name)
     with binding(actor=actor.context):
         built = Outcome.of_call(actor_class, *args, **kwargs)
     if built.kind != "succeeded":
@@ -212,10 +206,10 @@ def host_actor(
     ctx = iris_ctx()
     bind, advertise = serving_hosts(info)
     server = ActorServer(host=bind, port=ctx.get_port("actor"))
-    server.register(endpoint, types.SimpleNamespace(**methods))
+    server.register(handle.endpoint, types.SimpleNamespace(**methods))
     port = server.serve_background()
     address = f"http://{advertise}:{port}"
-    endpoint_id = ctx.registry.register(endpoint, address, metadata={"fray": "actor"})
+    endpoint_id = ctx.registry.register(handle.endpoint, address, metadata={"fray": "actor"})
     print(f"[fray] actor {name} serving on {advertise}:{port}", flush=True)
     actor.serve(functools.partial(ctx.registry.unregister, endpoint_id))
     restarts = actor.state is HostState.RESTARTING  # exit 1: Iris runs the task again

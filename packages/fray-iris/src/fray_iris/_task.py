@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import sys
 import tempfile
 import traceback
@@ -20,19 +19,25 @@ from fray_iris._views import END_OF_OUTPUT, fray_job_id
 from fray_iris.environment_variables import FRAY_IRIS_RESULTS_URL
 
 
-def enter_task(results_url: str | None) -> tuple[str, int]:
-    """Sets Fray's env for this task from Iris's; returns (job wire id, task index)."""
+def enter_task(results_url: str | None) -> tuple[str, int, ResultStore | None]:
+    """Sets Fray's env for this task from Iris's; returns (job wire id, task index, the
+    results store or ``None``)."""
     raw = os.environ.get("IRIS_TASK_ID", "")
     job_wire, _, index = raw.split(":", 1)[0].rstrip("/").rpartition("/")
     if not job_wire or not index.isdigit():
-        why = f"fray_iris task code runs only inside an Iris task (IRIS_TASK_ID={raw!r})"
-        raise RuntimeError(why)
-    os.environ["FRAY_JOB_ID"] = fray_job_id(job_wire)
-    os.environ["FRAY_TASK_INDEX"] = index
-    os.environ["FRAY_NUM_TASKS"] = os.environ.get("IRIS_NUM_TASKS", "1")
+        raise RuntimeError(
+            f"fray_iris task code runs only inside an Iris task (IRIS_TASK_ID={raw!r})"
+        )
+    os.environ.update(
+        FRAY_JOB_ID=fray_job_id(job_wire),
+        FRAY_TASK_INDEX=index,
+        FRAY_NUM_TASKS=os.environ.get("IRIS_NUM_TASKS", "1"),
+    )
+    store = None
     if results_url:
         os.environ[FRAY_IRIS_RESULTS_URL] = results_url
-    return job_wire, int(index)
+        store = ResultStore(results_url)
+    return job_wire, int(index), store
 
 
 def run_callable(
@@ -45,11 +50,10 @@ def run_callable(
     """Runs a job's callable, stores its value or exception, and ends the task's output (a
     failure prints its traceback first and exits 1, or as its ``SystemExit`` says). A TPU
     job's replicas (``tpu``: type, VMs) get ``TPU_WORKER_ID``, ``TPU_ACCELERATOR_TYPE`` if unset."""
-    job_wire, index = enter_task(results_url)
+    job_wire, index, store = enter_task(results_url)
     if tpu is not None:
         os.environ.setdefault("TPU_WORKER_ID", str(index % tpu[1]))
         os.environ.setdefault("TPU_ACCELERATOR_TYPE", tpu[0])
-    store = ResultStore(results_url) if results_url else None
     path = store.task_path(job_wire, index) if store else ""
     if store is not None:
         store.remove(path)  # a record left by an earlier job of the same name
@@ -59,8 +63,9 @@ def run_callable(
             try:
                 store.write(path, ("ok", value))
             except Exception as exc:
-                why = f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
-                raise RuntimeError(why) from exc
+                raise RuntimeError(
+                    f"the job's return value could not be stored: {type(exc).__name__}: {exc}"
+                ) from exc
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
         if store is not None:
@@ -105,8 +110,8 @@ def serving_hosts(info: Any) -> tuple[str, str]:
 
 def default_local_results_url() -> str:
     """A private folder under the system temp dir (for clusters running on this machine)."""
-    owner = os.getuid() if hasattr(os, "getuid") else "user"
-    return f"file://{os.path.join(tempfile.gettempdir(), f'fray-iris-results-{owner}')}"
+    folder = f"fray-iris-results-{os.getuid()}"
+    return f"file://{os.path.join(tempfile.gettempdir(), folder)}"
 
 
 class ResultStore:
@@ -121,7 +126,7 @@ class ResultStore:
     def task_path(self, job_wire: str, index: int, leaf: str = "task") -> str:
         """Where replica ``index`` (``"actor"``: actor ``index`` of a group) stores its record."""
         tail = f"{job_wire.strip('/')}/{leaf}-{index}.pkl"
-        return f"{self.url}/{tail}" if self._local is None else os.path.join(self._local, tail)
+        return f"{self._local or self.url}/{tail}"
 
     def write(self, path: str, record: Any) -> None:
         """Stores ``record`` (cloudpickled) at ``path``, atomically where the store allows."""
@@ -132,9 +137,10 @@ class ResultStore:
             with _fsspec().open(path, "wb") as out:
                 out.write(data)
             return
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        folder = os.path.dirname(path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(".tmp", dir=folder)  # 0600
+        with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(tmp, path)
 
