@@ -268,10 +268,10 @@ class IrisClient(BaseClient):
             job.settle(Outcome.unplaced(reason))
             return
         status = job_status(view.state)
-        failure = (
+        cause, error = (
             self._failure(job, view) if status is JobStatus.FAILED else (None, view.error or None)
         )
-        job.observe(observed(view, tasks, status, *failure))
+        job.observe(observed(view, tasks, status=status, cause=cause, error=error))
 
     def _failure(self, job: JobRecord, view: JobView) -> tuple[BaseException | None, str]:
         """The user's exception (where a task stored one) and the text to report."""

@@ -13,7 +13,6 @@ from typing import Any
 
 from iris.cluster.types import JobName
 
-from fray import JobStatus
 from fray.backend import JobRecord, Observed
 from fray_iris import _convert as convert
 from fray_iris._views import END_OF_OUTPUT, STREAMS, JobView, LogLine, TaskView, fray_job_id
@@ -125,24 +124,17 @@ class IrisJob:
         return True
 
 
-def observed(
-    view: JobView,
-    tasks: list[TaskView],
-    status: JobStatus | None = None,
-    cause: BaseException | None = None,
-    error: str | None = None,
-) -> Observed:
-    """What Iris says of a job, for its record: counts, when it started, its replicas, the
-    exit code (a failed task's, else the job's) and, once it ended, its final ``status``
-    (with the ``cause`` and ``error`` of a failure); its tasks say how many attempts began."""
+def observed(view: JobView, tasks: list[TaskView], **end: Any) -> Observed:
+    """What Iris says of a job, for its record: counts, when it started, its replicas and the
+    exit code (a failed task's, else the job's); its tasks say how many attempts began. Once
+    it ended, ``end`` adds its final ``status`` (with the ``cause`` and ``error`` of a
+    failure)."""
     return Observed(
-        status=status,
         attempts=max([convert.attempts(view), *(task.attempts for task in tasks)]),
         failures=view.failures,
         preemptions=view.preemptions,
         replicas=len(tasks) or view.tasks or None,
         started_at=view.started_at,
         exit_code=next((task.exit_code for task in tasks if task.exit_code), view.exit_code),
-        error=error,
-        cause=cause,
+        **end,
     )
