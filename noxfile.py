@@ -183,10 +183,12 @@ def stress(session: nox.Session, package: str) -> None:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole workspace."""
+    """ruff check and ruff format --check over the whole workspace, and each package's size:
+    syntax-tree nodes within its limit, docstrings at least 12 % of its lines."""
     _sync(session, "--only-group", "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/size.py", "--check")
 
 
 @nox.session(python="3.11")
