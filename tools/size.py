@@ -69,6 +69,12 @@ ALLOWANCES: dict[str, tuple[tuple[str, str, int], ...]] = {
         ("issue 42: sys.exit as a failure; fray-tpu as an entry point", "JobExit, _gangs", 124),
         ("issue 43: disk reserved where nodes advertise it", "RayClient._reserves_disk", 115),
         ("issue 44: the command-job cap", "CommandSlots", 120),
+        (
+            "issue 44: a bulk wait's slice grows with its refs; refs of an attempt another "
+            "thread decided are not read again",
+            "await_ends, _settle",
+            74,
+        ),
     ),
     "fray-iris": (
         (
