@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from fray._model import whole
 from fray._pool_members import Member, Members
 from fray._pool_parts import (
     MemberResult,
@@ -49,6 +50,7 @@ from fray._pool_parts import (
     broadcast,
     check_method,
     check_pool_name,
+    check_seconds,
     check_sizes,
     in_order,
 )
@@ -166,7 +168,7 @@ class ActorPool:
         limit = max_in_flight
         if limit is None:
             limit = 2 * max(self._high, 1) * self._options.max_in_flight_per_member
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        if not whole(limit, 1):
             raise InvalidRequestError.for_field(
                 "max_in_flight", max_in_flight, "must be an integer >= 1 or None"
             )
@@ -217,10 +219,7 @@ class ActorPool:
         Raises:
             InvalidRequestError: ``timeout`` is not a number of seconds > 0 or None.
         """
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-            raise InvalidRequestError.for_field(
-                "timeout", timeout, "must be a number of seconds > 0 or None"
-            )
+        check_seconds("timeout", timeout, optional=True)
         dropped: list[_Item] = []
         with self._cond:
             if self._state is PoolState.RUNNING:
@@ -384,9 +383,7 @@ class ActorPool:
             fail += self._stranded(now)
             owned = self._grow is not None
             stop = (
-                []
-                if not owned
-                else self._members.to_stop(now, self._options.idle_timeout, self._low)
+                self._members.to_stop(now, self._options.idle_timeout, self._low) if owned else []
             )
             add = 0
             if owned and self._state is not PoolState.STOPPED:
@@ -447,7 +444,7 @@ class ActorPool:
             )
             if not (self._options.idempotent and self._resend(item)):
                 out.append(
-                    (item, error if not self._options.idempotent else self._given_up(item, error))
+                    (item, self._given_up(item, error) if self._options.idempotent else error)
                 )
         return out
 
@@ -473,13 +470,11 @@ class ActorPool:
             + ")"
             + (f"; last error: {type(last).__name__}: {last}" if last is not None else "")
         )
-        items = list(self._queue)
-        self._queue.clear()
         out: list[tuple[_Item, BaseException]] = []
-        for item in items:
+        while self._queue:
             error = ActorDiedError(message)
             error.__cause__ = last
-            out.append((item, error))
+            out.append((self._queue.popleft(), error))
         return out
 
 

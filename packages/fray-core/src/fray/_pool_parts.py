@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from fray._model import whole
 from fray._types import JobStatus
 from fray.backend._wire import CallFuture
 from fray.errors import ActorDiedError, ActorUnavailableError, InvalidRequestError, JobTimeoutError
@@ -31,6 +32,7 @@ __all__ = [
     "broadcast",
     "check_method",
     "check_pool_name",
+    "check_seconds",
     "check_sizes",
     "in_order",
 ]
@@ -126,12 +128,17 @@ class PoolFuture(CallFuture):
 
 
 def _check_int(field: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not whole(value, low):
         raise InvalidRequestError.for_field(field, value, f"must be an integer >= {low}")
     return value
 
 
-def _check_seconds(field: str, value: Any, *, optional: bool = False) -> float | None:
+def check_seconds(field: str, value: Any, *, optional: bool = False) -> float | None:
+    """``value`` as seconds, checked: a number > 0 (or ``None`` where ``optional``).
+
+    Raises:
+        InvalidRequestError: Naming ``field``, its value and what is allowed.
+    """
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
@@ -194,10 +201,10 @@ class PoolOptions:
         _check_int("max_item_retries", self.max_item_retries, 0)
         if not isinstance(self.idempotent, bool):
             raise InvalidRequestError.for_field("idempotent", self.idempotent, "must be a bool")
-        _check_seconds("call_timeout", self.call_timeout, optional=True)
+        check_seconds("call_timeout", self.call_timeout, optional=True)
         _check_int("max_in_flight_per_member", self.max_in_flight_per_member, 1)
-        _check_seconds("no_members_timeout", self.no_members_timeout)
-        _check_seconds("idle_timeout", self.idle_timeout)
+        check_seconds("no_members_timeout", self.no_members_timeout)
+        check_seconds("idle_timeout", self.idle_timeout)
 
 
 def check_sizes(min_workers: Any, max_workers: Any) -> tuple[int, int]:
@@ -275,7 +282,7 @@ def broadcast(
     ``ActorMember``s) and returns one :class:`MemberResult` per member, in order; a member
     that is not running is not called and gets an error saying why."""
     check_method(method)
-    limit = _check_seconds("timeout", timeout, optional=True)
+    limit = check_seconds("timeout", timeout, optional=True)
     live = [(i, m.handle) for i, m in enumerate(members) if m.status is JobStatus.RUNNING]
     started = time.monotonic()
     answers = _Broadcast(lambda h: getattr(h, method)(*args, **kwargs), live).run(limit)

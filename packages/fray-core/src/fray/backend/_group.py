@@ -142,7 +142,10 @@ class BaseActorGroup:
     def ready_count(self) -> int:
         """See ``fray.ActorGroup.ready_count``."""
         self._refresh(0)
-        return sum(1 for m in self._members if m.status is JobStatus.RUNNING)
+        return len(self._running())
+
+    def _running(self) -> list[ActorMember]:
+        return [m for m in self._members if m.status is JobStatus.RUNNING]
 
     def wait_ready(self, count: int | None = None, timeout: float | None = 300.0) -> list[Any]:
         """See ``fray.ActorGroup.wait_ready``; the pending actors' reasons on a timeout are
@@ -160,7 +163,7 @@ class BaseActorGroup:
             with self._cond:
                 if count is None:
                     want = sum(1 for m in self._members if m.status not in _ENDED_CLEANLY)
-                ready = [m for m in self._members if m.status is JobStatus.RUNNING][:want]
+                ready = self._running()[:want]
                 if len(ready) >= want:
                     self._yielded.update(m.index for m in ready)
                     return [m.handle for m in ready]
@@ -202,11 +205,7 @@ class BaseActorGroup:
         self._refresh(0)
         with self._cond:
             room = len(self._members) if target is None else max(target - len(self._yielded), 0)
-            fresh = [
-                m
-                for m in self._members
-                if m.status is JobStatus.RUNNING and m.index not in self._yielded
-            ][:room]
+            fresh = [m for m in self._running() if m.index not in self._yielded][:room]
             self._yielded.update(m.index for m in fresh)
         return [m.handle for m in fresh]
 
@@ -245,7 +244,7 @@ class BaseActorGroup:
             member.set_status(JobStatus.STOPPED)
 
     def __repr__(self) -> str:
-        ready = sum(1 for m in self._members if m.status is JobStatus.RUNNING)
+        ready = len(self._running())
         return f"{type(self).__name__}({self.name!r}, ready={ready}/{len(self._members)})"
 
 

@@ -38,11 +38,15 @@ _SPEC = argparse.ArgumentParser(add_help=False)
 _SPEC.add_argument("--spec", help="backend: local, ray, ray://host:port, iris://host:port, ...")
 
 
-def add_command(sub: Any, name: str, handler: Any, spec: bool = False, **kw: Any) -> Any:
-    """Adds subcommand ``name`` (with ``--debug``, and ``--spec`` if asked). Without a
-    ``handler`` it is a group: run bare, it prints its help and exits 2."""
+def add_command(
+    sub: Any, name: str, handler: Any, spec: bool = False, json: bool = False, **kw: Any
+) -> Any:
+    """Adds subcommand ``name`` (with ``--debug``, and ``--spec`` and ``--json`` if asked).
+    Without a ``handler`` it is a group: run bare, it prints its help and exits 2."""
     parser = sub.add_parser(name, parents=[DEBUG, _SPEC] if spec else [DEBUG], **kw)
     parser.set_defaults(prog=parser.prog, handler=handler, usage=parser)
+    if json:
+        parser.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 

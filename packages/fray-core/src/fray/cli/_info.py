@@ -37,21 +37,21 @@ def add_parser(sub: Any) -> None:
     """Adds ``fray tpu``, ``fray doctor`` and ``fray migrate``."""
     inner = add_command(sub, "tpu", None, help="TPU slice types: sizes, VMs, memory, env")
     inner = inner.add_subparsers(metavar="COMMAND")
-    p = add_command(inner, "list", cmd_tpu_list, help="list every known TPU slice type")
+    p = add_command(inner, "list", cmd_tpu_list, help="list every known TPU slice type", json=True)
     known = ", ".join(generations())
     p.add_argument("--generation", type=_generation, metavar="GEN", help=f"one of {known}")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = add_command(inner, "show", cmd_tpu_show, help="details of one TPU slice type")
+    p = add_command(inner, "show", cmd_tpu_show, help="details of one TPU slice type", json=True)
     p.add_argument("tpu_type", type=tpu_type, metavar="TYPE", help="e.g. v5p-64 or v5e-16")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = add_command(sub, "doctor", cmd_doctor, help="show installed backends and which is used")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p = add_command(
+        sub, "doctor", cmd_doctor, help="show installed backends and which is used", json=True
+    )
     p.add_argument("--connect", action="store_true", help="also build the client (may connect)")
     migrate = add_command(sub, "migrate", None, help="help moving a code base from Ray to Fray")
     what = "list each Ray usage with its Fray replacement, in migration order (see docs/cli.md)"
-    p = add_command(migrate.add_subparsers(metavar="COMMAND"), "scan", cmd_scan, help=what)
+    p = add_command(
+        migrate.add_subparsers(metavar="COMMAND"), "scan", cmd_scan, help=what, json=True
+    )
     p.add_argument("paths", metavar="PATH", nargs="+", help="files or folders to scan")
-    p.add_argument("--json", action="store_true", help="print JSON for tools")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when usages are found")
 
 
