@@ -1,6 +1,7 @@
 """Hosted actors' server (``fray.backend.host_in_process``): calls from another process and
 from this one, the handle's secret, calls across a dropped connection, cancellation, and
-what shutting down leaves (nothing pending, no thread, no socket)."""
+what shutting down leaves (nothing pending, no thread, no socket), and no socket kept
+to actors that ended."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import psutil
 import pytest
 
 from fray import ActorConfig, HostedActor, current_actor, current_client
-from fray.backend import HostedActorHandle
+from fray.backend import HostedActorHandle, _hosted_handle
 from fray.backend import _wire as wire
 from fray.backend._hosting import ActorServer, host_in_process
 from fray.errors import ActorDiedError, ActorError, ActorUnavailableError, JobTimeoutError
@@ -274,13 +275,14 @@ def test_shutdown_ends_every_pending_call(over_tcp: bool, monkeypatch: pytest.Mo
 def test_shutdown_leaves_no_thread_or_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     process = psutil.Process()
     threads, fds = set(threading.enumerate()), process.num_fds()
+    monkeypatch.setattr(_hosted_handle, "_POOL", {})  # not other tests' idle connections
     actor = _host("tidy", max_concurrency=2)
-    monkeypatch.delitem(wire.LOCAL_SERVERS, actor.handle.address)  # over TCP, as from elsewhere
     handle = actor.handle
-    first, second = handle.meet.remote(), handle.meet.submit()  # two connections at once
-    assert {first.result(timeout=WAIT), second.result(timeout=WAIT)} == {0, 1}
-    assert handle.incr(1) == 1
-    monkeypatch.undo()
+    with monkeypatch.context() as tcp:  # over TCP, as from elsewhere
+        tcp.delitem(wire.LOCAL_SERVERS, actor.handle.address)
+        first, second = handle.meet.remote(), handle.meet.submit()  # two connections at once
+        assert {first.result(timeout=WAIT), second.result(timeout=WAIT)} == {0, 1}
+        assert handle.incr(1) == 1
     actor.shutdown()
     for thread in set(threading.enumerate()) - threads:
         thread.join(WAIT)
@@ -288,3 +290,37 @@ def test_shutdown_leaves_no_thread_or_socket(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ActorUnavailableError, match="not serving"):
         handle.incr(1)  # this process's idle connections to it are found closed, and closed
     assert process.num_fds() == fds
+
+
+_CHILD = """
+import pickle, sys
+from fray.backend._hosting import host_in_process
+
+class Counter:
+    def incr(self):
+        return 1
+
+hosted = host_in_process(None, Counter, (), {}, name="c", actor_config=None, host="127.0.0.1")
+print(pickle.dumps(hosted.handle).hex(), flush=True)
+sys.stdin.read()  # until the test closes it
+hosted.shutdown()
+"""
+
+
+def test_a_caller_keeps_no_socket_per_actor_that_ended() -> None:
+    """A driver that calls many actors of other processes which then end (an autoscaling
+    pool's) holds a bounded number of sockets: its idle connections to them are closed."""
+    process = psutil.Process()
+    fds = process.num_fds()
+    run = [sys.executable, "-c", _CHILD]
+    children = [
+        subprocess.Popen(run, stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(8)
+    ]
+    for child in children:
+        with child:
+            assert child.stdin is not None and child.stdout is not None
+            handle = pickle.loads(bytes.fromhex(child.stdout.readline().decode()))
+            assert handle.incr() == 1
+            child.stdin.close()
+            assert child.wait(WAIT) == 0
+    assert process.num_fds() <= fds + 1  # the last actor's, closed before the next connection

@@ -1,5 +1,6 @@
 """Hosted actors, the calling side: the handle, its methods and pooled authenticated
-connections. Every call is an operation the server runs under an id the caller chose; when
+connections (those whose server closed them are closed before each new one is made).
+Every call is an operation the server runs under an id the caller chose; when
 the connection drops, the caller reconnects and asks for it again. ``submit``'s
 ``result(timeout)`` cancels the operation on the server when the timeout passes."""
 
@@ -61,8 +62,14 @@ def _exchange(handle: HostedActorHandle, request: tuple[Any, ...]) -> tuple[Any,
     key = (handle.address, handle._token)
     with _POOL_LOCK:
         idle = _POOL.get(key, [])
-        while idle and not alive(idle[-1]):
-            idle.pop().close()
+        # No live idle connection: before connecting, close every server's idle ones that
+        # the server closed (its actor ended), so a driver that calls many actors holds
+        # sockets only to those still serving; a call that finds one pays nothing more.
+        if not (idle and alive(idle[-1])):
+            for other, conns in list(_POOL.items()):
+                conns[:] = [conn for conn in conns if alive(conn) or conn.close()]
+                if not conns:
+                    del _POOL[other]
         sock = idle.pop() if idle else None
     sock = sock or _connect(handle)
     try:
