@@ -33,6 +33,7 @@ logger = logging.getLogger("fray.ray")
 
 CALL_METHOD = "fray_dunder_call"
 """The Ray method behind a handle's ``__call__`` (Ray does not forward dunder methods)."""
+_KILLED = object()  # a handle's actor once this process has killed it
 _KILL_WAIT_S = 10.0  # how long kill_actors waits for the killed actors' names to be free
 
 
@@ -183,13 +184,17 @@ class RayActorMethod:
 @dataclasses.dataclass(unsafe_hash=True)
 class RayActorHandle:
     """A picklable reference to one actor: its name (``{group}-{index}``) and namespace;
-    equal handles name the same actor."""
+    equal handles name the same actor. Once this process has killed the actor (its group
+    shut down), a call raises ``ActorDiedError`` without asking Ray, which may still run a
+    call sent before the kill reaches the actor's worker."""
 
     name: str
     _namespace: str
     _actor: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def _resolve(self) -> Any:
+        if self._actor is _KILLED:  # Ray may still run a call sent before it says so
+            raise ActorDiedError(f"actor {self.name} was shut down")
         if self._actor is None:
             import ray
 
@@ -228,8 +233,8 @@ def kill_actors(handles: Sequence[RayActorHandle], *, wait: bool = True) -> None
         return
     for handle in handles:
         try:
-            if handle._actor is not None:
-                ray.kill(handle._actor, no_restart=True)
+            ray.kill(handle._resolve(), no_restart=True)
+            handle._actor = _KILLED
         except Exception as exc:
             logger.debug("kill of actor %s: %s", handle.name, exc)
     deadline = time.monotonic() + _KILL_WAIT_S

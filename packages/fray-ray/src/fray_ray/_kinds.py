@@ -463,9 +463,7 @@ def await_ends(jobs: Collection[JobRecord], timeout: float | None, wakeup: Any) 
         if wakeup.wait(0):  # some job ended: those settled elsewhere are not waited for
             for ref in [ref for ref, (job, _a, _i) in pending.items() if job.is_done]:
                 del pending[ref]
-        if not going_on or not pending:
-            return wakeup.wait(0)
-        if deadline is not None and time.monotonic() >= deadline:
+        if not going_on or not pending or (deadline is not None and time.monotonic() >= deadline):
             return wakeup.wait(0)
 
 
