@@ -194,7 +194,9 @@ class RayActorHandle:
 
     def _resolve(self) -> Any:
         if self._actor is _KILLED:  # Ray may still run a call sent before it says so
-            raise ActorDiedError(f"actor {self.name} was shut down")
+            raise ActorDiedError(
+                f"actor {self.name} is gone: this process killed it (shut down, or ended)"
+            )
         if self._actor is None:
             import ray
 
